@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// PoolStore: the pool sets under one directory -- create, open, remove --
+// and MappedPool, one open pool mapped contiguously with its parts locked.
+//
+// Errors are errno values (generic category):
+//   EINVAL  bad pool set name (absolute, escapes the directory) -> session maps to BADNAME
+//           via kBadName below; bad pool set file or header -> POOL_CFG
+//   ENOENT  pool set file or a part missing;  EACCES  permission denied
+//   EEXIST  create over a part whose header area is not zero
+//   EWOULDBLOCK  a part is locked by another process (flock)
+//   anything else -> FATAL
+#ifndef RPMEMD_POOL_STORE_H
+#define RPMEMD_POOL_STORE_H
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "common/pool_attr.h"
+
+namespace rpmemd {
+
+// Returned (as errc(EBADF)) when the pool set name itself is refused:
+// absolute, contains a ".." that leads out, or resolves through a symlink
+// outside the pool set directory. The session answers BADNAME (EINVAL).
+inline constexpr int kBadName = EBADF;
+
+class MappedPool {
+ public:
+  virtual ~MappedPool() = default;  // makes the whole pool durable, unmaps, unlocks
+
+  // Client offset X is base()[X]; size() is the net pool size (whole
+  // contiguous mapping, header of part 0 included).
+  virtual uint8_t *base() const noexcept = 0;
+  virtual size_t size() const noexcept = 0;
+  // True when the pool set has headers (not NOHDRS); offsets < 4096 are then
+  // reserved for the header of part 0.
+  virtual bool has_headers() const noexcept = 0;
+  // True when every part is mapped on persistent memory (MAP_SYNC), or
+  // pmem_is_pmem() says so (PMEM_IS_PMEM_FORCE).
+  virtual bool is_pmem() const noexcept = 0;
+
+  // Rewrites the headers from attr (nullptr or all-zero: zeroed attributes,
+  // UUID links kept); EINVAL on a NOHDRS pool with non-zero attributes.
+  virtual std::error_code set_attr(const rpmem::PoolAttr *attr) noexcept = 0;
+  // Makes [offset, offset+len) durable: pmem_persist or pmem_msync, chosen
+  // per part; deep: down to the lowest persistence domain. EIO on failure.
+  virtual std::error_code persist(size_t offset, size_t len, bool deep) noexcept = 0;
+  // Unmaps, unlocks and unlinks the part files (not the pool set file).
+  // Used for a failed create and for close with the remove flag.
+  virtual std::error_code remove_parts() noexcept = 0;
+};
+
+class PoolStore {
+ public:
+  // dir: absolute path of the pool set directory (checked by the caller).
+  explicit PoolStore(std::string dir);
+
+  // Creates the parts of pool set `name`, writes the headers from attr
+  // (nullptr = no headers: the set must be NOHDRS) and maps them. On failure
+  // nothing it created is left behind.
+  std::error_code create(std::string_view name, const rpmem::PoolAttr *attr,
+                         std::unique_ptr<MappedPool> &out) noexcept;
+  // Opens, locks, maps and checks an existing pool; attr_out gets part 0's
+  // attributes (zeros for NOHDRS).
+  std::error_code open(std::string_view name, std::unique_ptr<MappedPool> &out,
+                       rpmem::PoolAttr &attr_out) noexcept;
+  // rpmemd --remove: unlink every part (force: skip missing/locked ones and
+  // parse errors), and with remove_poolset the pool set file too.
+  std::error_code remove(std::string_view name, bool force, bool remove_poolset) noexcept;
+
+  const std::string &dir() const noexcept { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace rpmemd
+
+#endif  // RPMEMD_POOL_STORE_H
