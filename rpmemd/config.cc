@@ -1,2 +1,330 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// Config: rpmemd's command line (Boost.ProgramOptions) and config files.
 #include "rpmemd/config.h"
+
+#include "common/error.h"
+
+#include <boost/program_options.hpp>
+
+#include <fcntl.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstdlib>
+#include <string_view>
+#include <system_error>
+
+namespace rpmemd {
+namespace {
+
+namespace po = boost::program_options;
+
+constexpr std::string_view kHomePlaceholder = "$HOME";
+constexpr std::string_view kUserConfigName = ".rpmemd.conf";
+
+// The keys a config file may set; each is also a long option.
+enum class Key { kLogFile, kPoolsetDir, kPersistApm, kPersistGeneral, kUseSyslog, kLogLevel };
+
+std::optional<Key> find_key(std::string_view name) {
+  if (name == "log-file") return Key::kLogFile;
+  if (name == "poolset-dir") return Key::kPoolsetDir;
+  if (name == "persist-apm") return Key::kPersistApm;
+  if (name == "persist-general") return Key::kPersistGeneral;
+  if (name == "use-syslog") return Key::kUseSyslog;
+  if (name == "log-level") return Key::kLogLevel;
+  return std::nullopt;
+}
+
+// isspace()/isalnum() of the C locale, which is what PMDK ran under, whatever
+// the process locale is.
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+bool is_alnum(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool parse_bool(std::string_view value, bool &out) {
+  if (value == "yes") {
+    out = true;
+  } else if (value == "no") {
+    out = false;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// A command-line flag (no value) means yes; a file value must be yes or no.
+bool set_bool(bool &field, std::optional<std::string_view> value) {
+  if (!value) {
+    field = true;
+    return true;
+  }
+  return parse_bool(*value, field);
+}
+
+// Sets `key` from `value`; a flag given on the command line has no value and
+// means yes. Returns false for an invalid value.
+bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv &env,
+                 Config &out) {
+  if (value && value->empty()) return false;
+  switch (key) {
+    case Key::kLogFile:
+      if (!value) return false;
+      out.log_file = std::string(*value);
+      out.use_syslog = false;  // at the moment it is read, as PMDK does
+      return true;
+    case Key::kPoolsetDir:
+      if (!value) return false;
+      out.poolset_dir = replace_home(std::string(*value), env.home);
+      return true;
+    case Key::kPersistApm:
+      return set_bool(out.persist_apm, value);
+    case Key::kPersistGeneral:
+      return set_bool(out.persist_general, value);
+    case Key::kUseSyslog:
+      return set_bool(out.use_syslog, value);
+    case Key::kLogLevel: {
+      if (!value) return false;
+      auto level = rpmem::log::parse_level(*value);
+      if (!level) return false;
+      out.log_level = *level;
+      return true;
+    }
+  }
+  return false;
+}
+
+// One line without its '\n'. Returns false if it is invalid.
+bool parse_line(std::string_view line, const ConfigEnv &env, Config &out) {
+  // '#' starts a comment anywhere, so an '=' after it does not count.
+  std::string_view content = line.substr(0, line.find('#'));
+  size_t eq = content.find('=');
+  if (eq == std::string_view::npos) return trim(content).empty();
+  std::string_view key_name = trim(content.substr(0, eq));
+  std::string_view value = trim(content.substr(eq + 1));
+  if (key_name.empty() || value.empty()) return false;
+  auto key = find_key(key_name);
+  return key && apply_value(*key, value, env, out);
+}
+
+// The whole file, or nullopt if it cannot be read and is not `required`.
+std::optional<std::string> read_file(const std::string &path, bool required) {
+  auto fail = [&](int err) -> std::optional<std::string> {
+    if (!required) return std::nullopt;
+    throw rpmem::SetupError(err, path + ": " + std::generic_category().message(err));
+  };
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return fail(errno);
+  std::string text;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return fail(err);
+    }
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+void parse_file(const std::string &path, bool required, const ConfigEnv &env, Config &out) {
+  if (auto text = read_file(path, required)) parse_config_text(*text, path, env, out);
+}
+
+// Unlike PMDK's strtoul, takes only decimal digits: "", "-1", "+2" and " 3"
+// are errors rather than 0, UINT_MAX-ish or 2.
+unsigned parse_nthreads(const std::string &arg) {
+  unsigned long n = 0;
+  const char *end = arg.data() + arg.size();
+  auto [ptr, ec] = std::from_chars(arg.data(), end, n);
+  if (arg.empty() || ec != std::errc() || ptr != end || n > UINT_MAX) {
+    throw rpmem::SetupError(EINVAL, "invalid number of threads -- '" + arg + "'");
+  }
+  return static_cast<unsigned>(n);
+}
+
+po::options_description command_line_options() {
+  po::options_description desc;
+  desc.add_options()                             //
+      ("help,h", "")                             //
+      ("version,V", "")                          //
+      ("config,c", po::value<std::string>())     //
+      ("remove,r", po::value<std::string>())     //
+      ("force,f", "")                            //
+      ("pool-set,s", "")                         //
+      ("nthreads,t", po::value<std::string>())   //
+      ("log-file", po::value<std::string>())     //
+      ("poolset-dir", po::value<std::string>())  //
+      ("persist-apm", "")                        //
+      ("persist-general", "")                    //
+      ("use-syslog", "")                         //
+      ("log-level", po::value<std::string>());
+  return desc;
+}
+
+// Applies one parsed command-line option (not -c, -h, -V) to `out`.
+void apply_option(const po::option &opt, const ConfigEnv &env, Config &out) {
+  const std::string &name = opt.string_key;
+  const std::string *arg = opt.value.empty() ? nullptr : &opt.value.front();
+  if (name == "remove") {
+    out.remove = *arg;
+  } else if (name == "force") {
+    out.force = true;
+  } else if (name == "pool-set") {
+    out.remove_poolset = true;
+  } else if (name == "nthreads") {
+    out.nthreads = parse_nthreads(*arg);
+  } else if (auto key = find_key(name)) {
+    std::optional<std::string_view> value;
+    if (arg) value = *arg;
+    if (!apply_value(*key, value, env, out)) {
+      throw rpmem::SetupError(
+          EINVAL, "invalid value for --" + name + ": '" + (arg ? *arg : std::string()) + "'");
+    }
+  }
+}
+
+}  // namespace
+
+std::string ConfigEnv::user_config() const { return home + "/" + std::string(kUserConfigName); }
+
+ConfigEnv ConfigEnv::from_process() {
+  ConfigEnv env;
+  if (const char *home = std::getenv("HOME")) {
+    env.home = home;
+    return env;
+  }
+  uid_t uid = ::getuid();
+  long size = ::sysconf(_SC_GETPW_R_SIZE_MAX);
+  std::string buf(size > 0 ? static_cast<size_t>(size) : 16384, '\0');
+  for (;;) {
+    passwd pw{};
+    passwd *result = nullptr;
+    int err = ::getpwuid_r(uid, &pw, buf.data(), buf.size(), &result);
+    if (err == ERANGE) {
+      buf.resize(buf.size() * 2);
+      continue;
+    }
+    if (err != 0 || result == nullptr || result->pw_dir == nullptr) {
+      throw rpmem::SetupError(err != 0 ? err : ENOENT,
+                              "cannot find the home directory of uid " + std::to_string(uid));
+    }
+    env.home = result->pw_dir;
+    return env;
+  }
+}
+
+Config default_config(const ConfigEnv &env) {
+  Config config;
+  config.poolset_dir = env.home;
+  return config;
+}
+
+void parse_config_text(const std::string &text, const std::string &file, const ConfigEnv &env,
+                       Config &out) {
+  std::string_view rest = text;
+  for (unsigned long line_no = 1; !rest.empty(); ++line_no) {
+    size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+    if (!parse_line(line, env, out)) {
+      throw rpmem::SetupError(EINVAL, "Invalid config file line at " + file + ":" +
+                                          std::to_string(line_no) + "\n" + std::string(line));
+    }
+  }
+}
+
+void parse_config(int argc, const char *const *argv, const ConfigEnv &env, Config &out) {
+  out = default_config(env);
+  po::parsed_options parsed(nullptr);
+  try {
+    parsed = po::command_line_parser(argc, argv)
+                 .options(command_line_options())
+                 .style(po::command_line_style::unix_style)
+                 .run();
+  } catch (const po::error &e) {
+    throw rpmem::SetupError(EINVAL, std::string("invalid command line: ") + e.what());
+  }
+
+  std::optional<std::string> config_file;
+  for (const po::option &opt : parsed.options) {
+    if (opt.position_key != -1 || opt.unregistered) {
+      std::string token = opt.original_tokens.empty() ? "" : opt.original_tokens.front();
+      throw rpmem::SetupError(EINVAL, "invalid command line: unexpected argument '" + token + "'");
+    }
+    if (opt.string_key == "help") out.help = true;
+    if (opt.string_key == "version") out.version = true;
+    if (opt.string_key == "config") config_file = opt.value.front();
+  }
+  // PMDK prints and exits while still reading the command line.
+  if (out.help || out.version) return;
+
+  if (config_file) {
+    parse_file(*config_file, true, env, out);
+  } else {
+    parse_file(env.global_config, false, env, out);
+    parse_file(env.user_config(), false, env, out);
+  }
+
+  // In argv order, so that "--log-file F --use-syslog" ends with syslog on.
+  for (const po::option &opt : parsed.options) apply_option(opt, env, out);
+}
+
+std::string replace_home(const std::string &value, const std::string &home) {
+  size_t pos = value.find(kHomePlaceholder);
+  if (pos == std::string::npos) return value;
+  size_t after = pos + kHomePlaceholder.size();
+  if (after < value.size() && is_alnum(value[after])) return value;
+  return value.substr(0, pos) + home + value.substr(after);
+}
+
+bool is_absolute_dir(const std::string &path) { return !path.empty() && path.front() == '/'; }
+
+std::string version_text() { return "rpmemd version " RPMEM_VERSION; }
+
+std::string usage_text(const char *argv0) {
+  constexpr std::string_view kIndent = "                                        ";
+  std::string text = "usage: " + std::string(argv0 ? argv0 : "rpmemd") +
+                     " [--version] [--help] [<args>]\n" + version_text() + "\n";
+  text +=
+      "\n"
+      "Options:\n"
+      "  -c, --config <path>           configuration file location\n"
+      "  -r, --remove <poolset>        remove pool described by given poolset file\n"
+      "  -f, --force                   ignore errors when removing a pool\n"
+      "  -s, --pool-set                with --remove, remove the poolset file too\n"
+      "  -t, --nthreads <num>          number of processing threads\n"
+      "  -h, --help                    display help message and exit\n"
+      "  -V, --version                 display target daemon version and exit\n"
+      "      --log-file <path>         log file location\n"
+      "      --poolset-dir <path>      pool set files directory\n"
+      "      --persist-apm             enable Appliance Persistency Method\n"
+      "      --persist-general         enable General Server Persistency Mechanism\n"
+      "      --use-syslog              use syslog(3) for logging messages\n"
+      "      --log-level <level>       set log level value\n";
+  for (std::string_view level : {"err     error conditions", "warn    warning conditions",
+                                 "notice  normal, but significant, condition",
+                                 "info    informational message", "debug   debug-level message"}) {
+    text += std::string(kIndent) + std::string(level) + "\n";
+  }
+  text += "\nFor complete documentation see rpmemd(1) manual page.";
+  return text;
+}
+
+}  // namespace rpmemd

@@ -2,14 +2,17 @@
 // Config: rpmemd's options, from the command line and the config files
 // (/etc/rpmemd/rpmemd.conf, then $HOME/.rpmemd.conf, or only -c FILE), with
 // the keys, defaults and $HOME rules of PMDK's rpmemd.
+//
+// Thread-safety: every function is reentrant; ConfigEnv::from_process() reads
+// the environment, so it must not race with setenv().
 #ifndef RPMEMD_CONFIG_H
 #define RPMEMD_CONFIG_H
+
+#include "common/log.h"
 
 #include <optional>
 #include <string>
 #include <vector>
-
-#include "common/log.h"
 
 namespace rpmemd {
 
@@ -34,20 +37,44 @@ struct Config {
 struct ConfigEnv {
   std::string home;  // $HOME, or the passwd entry of the real uid
   std::string global_config = "/etc/rpmemd/rpmemd.conf";
+  // The user file: home + "/.rpmemd.conf".
+  std::string user_config() const;
+  // Throws rpmem::SetupError when HOME is unset and the real uid has no
+  // passwd entry.
   static ConfigEnv from_process();
 };
 
-// Parses argv and the config files into `out`. Throws rpmem::SetupError
-// (errno EINVAL, or the errno of a file that -c names and cannot be read)
-// with a message such as "Invalid config file line at FILE:N".
+// The defaults, with poolset_dir = env.home.
+Config default_config(const ConfigEnv &env);
+
+// Parses argv and the config files into `out`, which is first reset to
+// default_config(env). Order: defaults, then the global and the user file
+// (or only the -c file), then the command-line options in argv order; so
+// the command line wins. With -h or -V, sets out.help / out.version and
+// returns without reading any file. argv[0] is the program name.
+// Throws rpmem::SetupError: EINVAL for a bad option, value or file line
+// ("Invalid config file line at FILE:N\nLINE"); the errno of a file that -c
+// names and that cannot be read. Missing optional files are skipped.
 void parse_config(int argc, const char *const *argv, const ConfigEnv &env, Config &out);
 
-// Parses one config file's text into `out` (`file` names it in messages).
+// Applies one config file's text to `out` line by line (`file` names it in
+// messages). A poolset-dir value gets its $HOME substituted (replace_home).
+// Throws rpmem::SetupError(EINVAL) on the first invalid line.
 void parse_config_text(const std::string &text, const std::string &file, const ConfigEnv &env,
                        Config &out);
 
+// Replaces the first "$HOME" in `value` by `home`, unless the character after
+// it is alphanumeric ("$HOMEx" stays). PMDK applies this to poolset-dir only.
+std::string replace_home(const std::string &value, const std::string &home);
+
+// True if `path` is absolute (starts with '/'); a lexical check only.
+bool is_absolute_dir(const std::string &path);
+
 // The text of -h (usage, version, options), without a trailing newline.
 std::string usage_text(const char *argv0);
+
+// The text of -V: "rpmemd version X.Y.Z", without a trailing newline.
+std::string version_text();
 
 }  // namespace rpmemd
 
