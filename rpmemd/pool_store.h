@@ -3,23 +3,29 @@
 // and MappedPool, one open pool mapped contiguously with its parts locked.
 //
 // Errors are errno values (generic category):
-//   EINVAL  bad pool set name (absolute, escapes the directory) -> session maps to BADNAME
-//           via kBadName below; bad pool set file or header -> POOL_CFG
+//   kBadName (EBADF)  bad pool set name (absolute, escapes the directory) -> BADNAME
+//   EINVAL  bad pool set file, part size mismatch, bad header, attributes
+//           that do not fit the set's options -> POOL_CFG
 //   ENOENT  pool set file or a part missing;  EACCES  permission denied
 //   EEXIST  create over a part whose header area is not zero
-//   EWOULDBLOCK  a part is locked by another process (flock)
-//   anything else -> FATAL
+//   EWOULDBLOCK  a part is locked by another open file description (flock)
+//   anything else (ENOSPC, EIO, ENOMEM...) -> FATAL
+//
+// Thread-safety: a PoolStore may be used from several threads at once
+// (it keeps no state beyond the directory); flock keeps two openers of the
+// same pool apart.
 #ifndef RPMEMD_POOL_STORE_H
 #define RPMEMD_POOL_STORE_H
 
+#include "common/pool_attr.h"
+
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
-
-#include "common/pool_attr.h"
 
 namespace rpmemd {
 
@@ -43,11 +49,15 @@ class MappedPool {
   // pmem_is_pmem() says so (PMEM_IS_PMEM_FORCE).
   virtual bool is_pmem() const noexcept = 0;
 
-  // Rewrites the headers from attr (nullptr or all-zero: zeroed attributes,
-  // UUID links kept); EINVAL on a NOHDRS pool with non-zero attributes.
+  // Rewrites the headers from attr as PMDK's util_replica_set_attr (part 0
+  // takes attr.uuid, its neighbours' links follow). nullptr or all-zero:
+  // zeroed attributes, but every part keeps its UUID and links (so open then
+  // returns zeros except uuid). NOHDRS: nullptr/zero is a no-op, non-zero
+  // attributes give EINVAL.
   virtual std::error_code set_attr(const rpmem::PoolAttr *attr) noexcept = 0;
-  // Makes [offset, offset+len) durable: pmem_persist or pmem_msync, chosen
-  // per part; deep: down to the lowest persistence domain. EIO on failure.
+  // Makes [offset, offset+len) durable: pmem_persist when is_pmem(), else
+  // pmem_msync; deep: pmem_deep_persist / pmem_msync. EIO on failure, EINVAL
+  // when the range is not inside [0, size()) (overflow-safe). Thread-safe.
   virtual std::error_code persist(size_t offset, size_t len, bool deep) noexcept = 0;
   // Unmaps, unlocks and unlinks the part files (not the pool set file).
   // Used for a failed create and for close with the remove flag.
@@ -75,6 +85,13 @@ class PoolStore {
   const std::string &dir() const noexcept { return dir_; }
 
  private:
+  // Canonical path of pool set file `name`: errc(kBadName) when the name is
+  // absolute, climbs out with "..", or resolves (symlinks followed) outside
+  // realpath(dir_); otherwise realpath's errno (ENOENT, EACCES, ...).
+  // The part paths inside a pool set file are absolute and not confined,
+  // as in PMDK.
+  std::error_code resolve(std::string_view name, std::string &path) const noexcept;
+
   std::string dir_;
 };
 

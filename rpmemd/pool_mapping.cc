@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// PoolMapping: open/create, lock, map, header init/check, persist, remove.
+#include "rpmemd/pool_mapping.h"
+
+#include "common/error.h"
+#include "common/log.h"
+
+#include <libpmem.h>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace rpmemd {
+namespace {
+
+using rpmem::errc;
+using rpmem::last_errc;
+using rpmem::PoolAttr;
+
+constexpr size_t kHdrSize = rpmem::kPoolHdrSize;
+constexpr uint64_t kPageMask = ~uint64_t{4096 - 1};
+// The mapping starts on a 2 MiB boundary so that DAX can use huge pages.
+constexpr size_t kMapAlign = 2 * 1024 * 1024;
+constexpr mode_t kPartMode = 0666;  // rpmemd's mode for created parts
+
+bool is_zero_bytes(const void *p, size_t n) {
+  const auto *b = static_cast<const unsigned char *>(p);
+  for (size_t i = 0; i < n; ++i)
+    if (b[i]) return false;
+  return true;
+}
+
+bool is_zero_uuid(const Uuid &u) { return is_zero_bytes(u.data(), u.size()); }
+
+// Reads exactly n bytes at offset; EIO on a short read.
+std::error_code pread_all(int fd, void *buf, size_t n, off_t off) {
+  auto *p = static_cast<uint8_t *>(buf);
+  while (n > 0) {
+    ssize_t r = ::pread(fd, p, n, off);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return last_errc();
+    }
+    if (r == 0) return errc(EIO);
+    p += r;
+    n -= static_cast<size_t>(r);
+    off += r;
+  }
+  return {};
+}
+
+// Tells whether the file system can map this file with MAP_SYNC, without
+// touching the reserved range (a failed MAP_FIXED attempt may already have
+// unmapped it on older kernels).
+bool supports_map_sync(int fd) {
+  void *probe =
+      ::mmap(nullptr, kHdrSize, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+  if (probe == MAP_FAILED) return false;
+  ::munmap(probe, kHdrSize);
+  return true;
+}
+
+}  // namespace
+
+std::error_code generate_uuid(Uuid &out) noexcept {
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t r = ::getrandom(out.data() + got, out.size() - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return errc(EIO);
+    }
+    got += static_cast<size_t>(r);
+  }
+  // PMDK's struct uuid keeps time_hi_and_version as a host-order (LE) u16:
+  // the version nibble is the top of byte 7; the variant is in byte 8.
+  out[7] = static_cast<uint8_t>((out[7] & 0x0F) | 0x40);
+  out[8] = static_cast<uint8_t>((out[8] & 0x3F) | 0x80);
+  return {};
+}
+
+// The header pages (first 4096 bytes) of the parts that carry a header,
+// mapped on their own for the time of one operation, as PMDK's util_map_hdr.
+class PoolMapping::HeaderPages {
+ public:
+  HeaderPages() = default;
+  HeaderPages(const HeaderPages &) = delete;
+  HeaderPages &operator=(const HeaderPages &) = delete;
+  ~HeaderPages() {
+    for (void *p : pages_) ::munmap(p, kHdrSize);
+  }
+
+  std::error_code map(const std::vector<Part> &parts, size_t count) {
+    for (size_t i = 0; i < count; ++i) {
+      int flags = parts[i].map_sync ? (MAP_SHARED_VALIDATE | MAP_SYNC) : MAP_SHARED;
+      void *p = ::mmap(nullptr, kHdrSize, PROT_READ | PROT_WRITE, flags, parts[i].fd, 0);
+      if (p == MAP_FAILED) return last_errc();
+      pages_.push_back(p);
+    }
+    return {};
+  }
+  size_t count() const { return pages_.size(); }
+  void *page(size_t i) const { return pages_[i]; }
+  PoolHdr read(size_t i) const {
+    PoolHdr h;
+    std::memcpy(&h, pages_[i], sizeof(h));
+    return h;
+  }
+
+ private:
+  std::vector<void *> pages_;
+};
+
+PoolMapping::PoolMapping(PoolSet set) : set_(std::move(set)) {
+  parts_.reserve(set_.parts.size());
+  for (const auto &p : set_.parts) {
+    Part part;
+    part.path = p.path;
+    part.size = p.size;
+    parts_.push_back(std::move(part));
+  }
+}
+
+PoolMapping::~PoolMapping() {
+  if (base_ != nullptr && ::msync(base_, size_, MS_SYNC) != 0)
+    RPMEM_LOG_ERR("msync of the pool on close failed: %s", std::strerror(errno));
+  unmap();
+  close_fds();
+}
+
+std::error_code PoolMapping::open_part(Part &part, bool create, bool check_hdr_zero) noexcept {
+  if (create) {
+    part.fd = ::open(part.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (part.fd >= 0) {
+      part.created = true;
+    } else if (errno != EEXIST) {
+      std::error_code ec = last_errc();
+      RPMEM_LOG_ERR("cannot create part '%s': %s", part.path.c_str(), ec.message().c_str());
+      return ec;
+    }
+  }
+  if (part.fd < 0) {
+    part.fd = ::open(part.path.c_str(), O_RDWR | O_CLOEXEC);
+    if (part.fd < 0) {
+      std::error_code ec = last_errc();
+      RPMEM_LOG_ERR("cannot open part '%s': %s", part.path.c_str(), ec.message().c_str());
+      return ec;
+    }
+  }
+  if (::flock(part.fd, LOCK_EX | LOCK_NB) != 0) {
+    std::error_code ec = last_errc();
+    RPMEM_LOG_ERR("cannot lock part '%s': %s", part.path.c_str(), ec.message().c_str());
+    return ec;
+  }
+  if (part.created) {
+    if (::fchmod(part.fd, kPartMode) != 0) return last_errc();
+    int r = ::posix_fallocate(part.fd, 0, static_cast<off_t>(part.size));
+    if (r != 0) {
+      RPMEM_LOG_ERR("cannot allocate %llu bytes for part '%s': %s",
+                    static_cast<unsigned long long>(part.size), part.path.c_str(),
+                    std::strerror(r));
+      return errc(r);
+    }
+    return {};
+  }
+  struct stat st {};
+  if (::fstat(part.fd, &st) != 0) return last_errc();
+  if (!S_ISREG(st.st_mode)) {
+    RPMEM_LOG_ERR("part '%s' is not a regular file", part.path.c_str());
+    return errc(EINVAL);
+  }
+  if (static_cast<uint64_t>(st.st_size) != part.size) {
+    RPMEM_LOG_ERR("size of part '%s' (%lld) does not match the pool set (%llu)", part.path.c_str(),
+                  static_cast<long long>(st.st_size), static_cast<unsigned long long>(part.size));
+    return errc(EINVAL);
+  }
+  if (check_hdr_zero) {
+    uint8_t buf[kHdrSize];
+    if (auto ec = pread_all(part.fd, buf, sizeof(buf), 0)) return ec;
+    if (!is_zero_bytes(buf, sizeof(buf))) {
+      RPMEM_LOG_ERR("non-empty file detected: '%s'", part.path.c_str());
+      return errc(EEXIST);
+    }
+  }
+  return {};
+}
+
+std::error_code PoolMapping::open_parts(bool create) noexcept {
+  const size_t nhdrs = set_.header_count();
+  for (size_t i = 0; i < parts_.size(); ++i)
+    if (auto ec = open_part(parts_[i], create, create && i < nhdrs)) return ec;
+  return {};
+}
+
+std::error_code PoolMapping::map() noexcept {
+  const uint64_t later_off = set_.later_part_map_offset();
+  std::vector<size_t> lens;
+  size_t total = 0;
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    uint64_t off = i == 0 ? 0 : later_off;
+    lens.push_back(static_cast<size_t>((parts_[i].size & kPageMask) - off));
+    total += lens.back();
+  }
+
+  // Reserve an aligned range, then map every part over it with MAP_FIXED.
+  size_t resv_len = total + kMapAlign;
+  void *resv =
+      ::mmap(nullptr, resv_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (resv == MAP_FAILED) return last_errc();
+  auto start = reinterpret_cast<uintptr_t>(resv);
+  uintptr_t aligned = (start + kMapAlign - 1) & ~uintptr_t{kMapAlign - 1};
+  if (aligned > start) ::munmap(resv, aligned - start);
+  size_t tail = (start + resv_len) - (aligned + total);
+  if (tail > 0) ::munmap(reinterpret_cast<void *>(aligned + total), tail);
+  base_ = reinterpret_cast<uint8_t *>(aligned);
+  size_ = total;
+
+  uint8_t *addr = base_;
+  bool all_sync = true;
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    Part &part = parts_[i];
+    off_t off = i == 0 ? 0 : static_cast<off_t>(later_off);
+    part.map_sync = supports_map_sync(part.fd);
+    int flags = part.map_sync ? (MAP_SHARED_VALIDATE | MAP_SYNC) : MAP_SHARED;
+    void *p = ::mmap(addr, lens[i], PROT_READ | PROT_WRITE, flags | MAP_FIXED, part.fd, off);
+    if (p == MAP_FAILED) {
+      std::error_code ec = last_errc();
+      RPMEM_LOG_ERR("cannot map part '%s': %s", part.path.c_str(), ec.message().c_str());
+      unmap();
+      return ec;
+    }
+    all_sync = all_sync && part.map_sync;
+    addr += lens[i];
+  }
+  is_pmem_ = all_sync || pmem_is_pmem(base_, size_) != 0;
+  return {};
+}
+
+std::error_code PoolMapping::persist_header(void *hdr) noexcept {
+  if (is_pmem_) {
+    pmem_persist(hdr, kHdrSize);
+    return {};
+  }
+  return pmem_msync(hdr, kHdrSize) == 0 ? std::error_code{} : errc(EIO);
+}
+
+std::error_code PoolMapping::init_headers(const PoolAttr &attr) noexcept {
+  const size_t nhdrs = set_.header_count();
+  if (nhdrs == 0) return {};
+
+  Uuid poolset_uuid = attr.poolset_uuid;
+  if (is_zero_uuid(poolset_uuid))
+    if (auto ec = generate_uuid(poolset_uuid)) return ec;
+  std::vector<Uuid> uuids(nhdrs);
+  for (auto &u : uuids)
+    if (auto ec = generate_uuid(u)) return ec;
+  if (!is_zero_uuid(attr.uuid)) uuids[0] = attr.uuid;
+
+  HeaderPages pages;
+  if (auto ec = pages.map(parts_, nhdrs)) return ec;
+  for (size_t p = 0; p < nhdrs; ++p) {
+    PoolHdr h{};
+    set_shared_attr(h, attr);
+    if (set_.single_hdr) h.incompat_features |= kFeatSingleHdr;
+    h.poolset_uuid = poolset_uuid;
+    h.uuid = uuids[p];
+    // A ring of parts; with SINGLEHDR (nhdrs == 1) both links are part 0.
+    h.prev_part_uuid = uuids[(p + nhdrs - 1) % nhdrs];
+    h.next_part_uuid = uuids[(p + 1) % nhdrs];
+    h.prev_repl_uuid = is_zero_uuid(attr.prev_uuid) ? uuids[0] : attr.prev_uuid;
+    h.next_repl_uuid = is_zero_uuid(attr.next_uuid) ? uuids[0] : attr.next_uuid;
+    struct stat st {};
+    if (::fstat(parts_[p].fd, &st) != 0) return last_errc();
+    h.crtime = static_cast<uint64_t>(st.st_ctime);
+    if (is_zero_bytes(attr.user_flags.data(), attr.user_flags.size()))
+      h.arch_flags = native_arch_flags();
+    update_checksum(h);
+    std::memcpy(pages.page(p), &h, sizeof(h));
+    if (auto ec = persist_header(pages.page(p))) return ec;
+  }
+  return {};
+}
+
+std::error_code PoolMapping::check_headers(PoolAttr &attr_out) noexcept {
+  attr_out = PoolAttr{};
+  const size_t nhdrs = set_.header_count();
+  if (nhdrs == 0) return {};
+
+  HeaderPages pages;
+  if (auto ec = pages.map(parts_, nhdrs)) return ec;
+  std::vector<PoolHdr> h;
+  h.reserve(nhdrs);
+  for (size_t p = 0; p < nhdrs; ++p) h.push_back(pages.read(p));
+
+  auto fail = [&](size_t p, const char *what) {
+    RPMEM_LOG_ERR("invalid pool header in part %zu ('%s'): %s", p, parts_[p].path.c_str(), what);
+    return errc(EINVAL);
+  };
+  const PoolHdr &h0 = h[0];
+  for (size_t p = 0; p < nhdrs; ++p) {
+    const PoolHdr &hp = h[p];
+    if (is_zero(hp)) return fail(p, "pool header zeroed");
+    if (std::memcmp(hp.signature, h0.signature, sizeof(hp.signature)) != 0)
+      return fail(p, "signature mismatch");
+    if (hp.major != h0.major) return fail(p, "major version mismatch");
+    if (hp.compat_features != h0.compat_features || hp.incompat_features != h0.incompat_features ||
+        hp.ro_compat_features != h0.ro_compat_features)
+      return fail(p, "feature flags mismatch");
+    if (!checksum_valid(hp)) return fail(p, "invalid checksum");
+    if (hp.poolset_uuid != h0.poolset_uuid) return fail(p, "wrong pool set UUID");
+    if (hp.prev_repl_uuid != h0.prev_repl_uuid || hp.next_repl_uuid != h0.next_repl_uuid)
+      return fail(p, "wrong replica UUID");
+    if (std::memcmp(&hp.arch_flags, &h0.arch_flags, sizeof(hp.arch_flags)) != 0)
+      return fail(p, "wrong architecture flags");
+    if (hp.prev_part_uuid != h[(p + nhdrs - 1) % nhdrs].uuid ||
+        hp.next_part_uuid != h[(p + 1) % nhdrs].uuid)
+      return fail(p, "wrong part UUID");
+  }
+  attr_out = attr_from_hdr(h0);
+  return {};
+}
+
+std::error_code PoolMapping::set_attr(const PoolAttr *attr) noexcept {
+  const bool zero = attr == nullptr || attr->is_zero();
+  const size_t nhdrs = set_.header_count();
+  if (nhdrs == 0) {
+    if (zero) return {};
+    RPMEM_LOG_ERR("cannot set pool attributes on a pool set without headers (NOHDRS)");
+    return errc(EINVAL);
+  }
+  HeaderPages pages;
+  if (auto ec = pages.map(parts_, nhdrs)) return ec;
+  const PoolAttr zeros{};
+  const PoolAttr &a = zero ? zeros : *attr;
+  for (size_t p = 0; p < nhdrs; ++p) {
+    PoolHdr h = pages.read(p);
+    set_shared_attr(h, a);
+    // Zeroed attributes keep the part UUIDs and their links (PMDK crashed
+    // here); otherwise part 0 takes attr.uuid and its neighbours follow.
+    if (!zero) {
+      if (p == 0) h.uuid = a.uuid;
+      if (p == nhdrs - 1) h.next_part_uuid = a.uuid;
+      if (p == 1 % nhdrs) h.prev_part_uuid = a.uuid;
+    }
+    update_checksum(h);
+    std::memcpy(pages.page(p), &h, sizeof(h));
+    if (auto ec = persist_header(pages.page(p))) return ec;
+  }
+  return {};
+}
+
+std::error_code PoolMapping::persist(size_t offset, size_t len, bool deep) noexcept {
+  if (offset > size_ || len > size_ - offset) return errc(EINVAL);
+  if (len == 0) return {};
+  void *addr = base_ + offset;
+  if (is_pmem_) {
+    if (!deep) {
+      pmem_persist(addr, len);
+      return {};
+    }
+    return pmem_deep_persist(addr, len) == 0 ? std::error_code{} : errc(EIO);
+  }
+  // pmem_msync aligns the range down to a page boundary itself.
+  if (pmem_msync(addr, len) != 0) {
+    RPMEM_LOG_ERR("msync of [%zu, +%zu) failed: %s", offset, len, std::strerror(errno));
+    return errc(EIO);
+  }
+  return {};
+}
+
+std::error_code PoolMapping::remove_parts() noexcept {
+  unmap();
+  std::error_code first;
+  for (auto &part : parts_) {
+    if (::unlink(part.path.c_str()) != 0 && !first) {
+      first = last_errc();
+      RPMEM_LOG_ERR("cannot unlink part '%s': %s", part.path.c_str(), first.message().c_str());
+    }
+  }
+  close_fds();
+  return first;
+}
+
+void PoolMapping::discard() noexcept {
+  unmap();
+  for (auto &part : parts_) {
+    if (part.created) ::unlink(part.path.c_str());
+    part.created = false;
+  }
+  close_fds();
+}
+
+void PoolMapping::unmap() noexcept {
+  if (base_ != nullptr) ::munmap(base_, size_);
+  base_ = nullptr;
+  size_ = 0;
+}
+
+void PoolMapping::close_fds() noexcept {
+  for (auto &part : parts_) {
+    if (part.fd >= 0) ::close(part.fd);
+    part.fd = -1;
+  }
+}
+
+}  // namespace rpmemd
