@@ -1,2 +1,291 @@
 // SPDX-License-Identifier: BSD-3-Clause
-namespace rpmem {}
+// Pool: create/open/close/remove over the control channel, data path over
+// the lanes.
+#include "librpmem/pool.h"
+
+#include <sys/wait.h>
+
+#include <cstring>
+
+#include "common/log.h"
+#include "librpmem/errormsg.h"
+
+namespace rpmem {
+namespace {
+
+using proto::MsgType;
+
+int fail(int err, const std::string &msg) {
+  set_errormsg(msg);
+  return err;
+}
+
+// A message for a control-channel failure before the session is set up.
+int oob_failure(std::error_code ec, SshChannel &ch) {
+  int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
+  std::string msg = std::string("out-of-band connection failed: ") + strerror(err);
+  if (ec == std::errc::timed_out) msg += " (no answer in time)";
+  std::string line = ch.stderr_line();
+  if (!line.empty()) msg += ": " + line;
+  return fail(err, msg);
+}
+
+uint32_t client_transports(const Settings &s) {
+  uint32_t t = 0;
+  uint32_t built = transport::available_transports();
+  if (s.enable_sockets) t |= proto::transport_bit(proto::TransportKind::kTcp);
+  if (s.enable_verbs) t |= proto::transport_bit(proto::TransportKind::kVerbs);
+  return t & built;
+}
+
+}  // namespace
+
+Pool::Pool(Settings settings, std::unique_ptr<SshChannel> channel, const uint8_t *base,
+           size_t size)
+    : settings_(std::move(settings)), channel_(std::move(channel)), base_(base), size_(size) {}
+
+Pool::~Pool() = default;
+
+int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nlanes,
+                  PoolAttr *open_attr) noexcept try {
+  init_logging_once();
+  auto target = parse_target(args.target);
+  if (!target) return fail(EINVAL, target.error().message + ": parsing target node address failed");
+  Settings settings = Settings::from_env();
+  uint32_t transports = client_transports(settings);
+  if (!transports) return fail(ENOMEDIUM, "cannot find provider");
+
+  auto spawned = SshChannel::spawn(settings, *target, settings.next_cmd(), {});
+  if (!spawned) return fail(spawned.error().code.value(), spawned.error().message);
+  auto &ch = *spawned.value();
+  const auto ctl_timeout = settings.control_timeout();
+
+  proto::Bytes payload;
+  if (auto ec = ch.recv(MsgType::kHello, payload, ctl_timeout)) return oob_failure(ec, ch);
+  auto hello = proto::decode_hello(payload);
+  if (!hello) return oob_failure(errc(EPROTO), ch);
+  if (hello->status != 0) {
+    int err = hello->status < 4096 ? static_cast<int>(hello->status) : EPROTO;
+    std::string msg = std::string("out-of-band connection failed: ") + strerror(err);
+    if (auto line = ch.stderr_line(); !line.empty()) msg += ": " + line;
+    return fail(err, msg);
+  }
+  if (hello->major != proto::kMajor)
+    return fail(EPROTONOSUPPORT, proto::status_message(proto::Status::kBadProto));
+  if ((transports & hello->transports) == 0) return fail(ENOMEDIUM, "cannot find provider");
+
+  proto::PoolRequest req;
+  req.nlanes = std::min(args.nlanes, settings.max_nlanes);
+  req.pool_size = args.size;
+  req.transports = transports & hello->transports;
+  req.pool_set = args.pool_set;
+  if (args.create) req.attr = args.create_attr;
+  if (req.pool_set.size() > proto::kMaxPoolSetName)
+    return fail(EINVAL, proto::status_message(proto::Status::kBadName));
+  if (auto ec = ch.send(proto::encode(args.create ? MsgType::kCreate : MsgType::kOpen, req),
+                        ctl_timeout))
+    return oob_failure(ec, ch);
+  if (auto ec = ch.recv(MsgType::kPoolResp, payload, ctl_timeout)) return oob_failure(ec, ch);
+  auto resp = proto::decode_pool_response(payload);
+  if (!resp || (resp->status == proto::Status::kSuccess && resp->nlanes > req.nlanes))
+    return fail(EPROTO, "invalid response from the target");
+  if (resp->status != proto::Status::kSuccess)
+    return fail(proto::status_to_errno(resp->status), proto::status_message(resp->status));
+  RPMEM_LOG_NOTICE("%s: pool '%s' %s, %u lanes, transport %s", args.target.c_str(),
+                   args.pool_set.c_str(), args.create ? "created" : "opened", resp->nlanes,
+                   resp->transport == proto::TransportKind::kTcp ? "tcp" : "verbs");
+
+  std::unique_ptr<Pool> pool(new Pool(std::move(settings), std::move(spawned.value()),
+                                      static_cast<const uint8_t *>(args.addr), args.size));
+  pool->has_headers_ = (resp->pool_flags & proto::kPoolHasHeaders) != 0;
+
+  transport::InitiatorParams params;
+  params.host = target->host;
+  params.port = resp->port;
+  params.secret = resp->secret;
+  params.nlanes = resp->nlanes;
+  params.local_base = pool->base_;
+  params.pool_size = args.size;
+  params.timeout = pool->settings_.timeout;
+  params.provider_data = resp->provider_data;
+  auto lanes = transport::connect_lanes(resp->transport, params);
+  if (!lanes) {
+    // Let the target undo what it did (a created pool is removed).
+    proto::CloseRequest close{args.create ? proto::kCloseRemove : 0};
+    if (!pool->channel_->send(proto::encode(close), ctl_timeout))
+      pool->channel_->recv(MsgType::kCloseResp, payload, ctl_timeout);
+    return fail(lanes.error().code.value(), lanes.error().message);
+  }
+  pool->lanes_ = std::move(lanes.value());
+  nlanes = resp->nlanes;
+  if (open_attr && !args.create) *open_attr = resp->attr;
+  out = std::move(pool);
+  return 0;
+} catch (const std::bad_alloc &) {
+  return fail(ENOMEM, "out of memory");
+} catch (const std::exception &e) {
+  return fail(EREMOTEIO, e.what());
+}
+
+int Pool::check(size_t offset, size_t length, unsigned lane, bool guard_header) noexcept {
+  if (guard_header && has_headers_ && offset < kPoolHdrSize && length > 0) {
+    set_errormsg("offset (%zu) in pool is less than %zu bytes", offset, kPoolHdrSize);
+    return EINVAL;
+  }
+  if (int err = error_.load(std::memory_order_relaxed)) {
+    set_errormsg("connection lost: %s", strerror(err));
+    return err;
+  }
+  if (lane >= lanes_.size()) {
+    set_errormsg("invalid lane number (%u), pool has %zu lanes", lane, lanes_.size());
+    return EINVAL;
+  }
+  if (offset > size_ || length > size_ - offset) {
+    set_errormsg("offset (%zu) + length (%zu) exceeds pool size (%zu)", offset, length, size_);
+    return EINVAL;
+  }
+  return 0;
+}
+
+int Pool::lane_result(std::error_code ec, const char *op) noexcept {
+  if (!ec) return 0;
+  int err = ec.value();
+  if (err == ECONNRESET || err == EPROTO) {
+    // The connection is gone: fail every lane now, so that calls blocked on
+    // other lanes return too, and every later call fails fast.
+    int expected = 0;
+    error_.compare_exchange_strong(expected, ECONNRESET);
+    for (auto &l : lanes_) l->shutdown();
+    err = ECONNRESET;
+  }
+  set_errormsg("%s operation failed: %s", op, strerror(err));
+  return err;
+}
+
+int Pool::persist(size_t offset, size_t length, unsigned lane, unsigned flags) noexcept {
+  if (flags & ~1u) {
+    set_errormsg("invalid flags (0x%x)", flags);
+    return EINVAL;
+  }
+  if (int err = check(offset, length, lane, true)) return err;
+  if (length == 0) return 0;
+  return lane_result(lanes_[lane]->write(transport::DataOp::kPersist, offset, length, flags != 0),
+                     "persist");
+}
+
+int Pool::deep_persist(size_t offset, size_t length, unsigned lane) noexcept {
+  if (int err = check(offset, length, lane, true)) return err;
+  if (length == 0) return 0;
+  return lane_result(lanes_[lane]->write(transport::DataOp::kDeepPersist, offset, length, true),
+                     "persist");
+}
+
+int Pool::flush(size_t offset, size_t length, unsigned lane, unsigned flags) noexcept {
+  if (flags & ~1u) {
+    set_errormsg("invalid flags (0x%x)", flags);
+    return EINVAL;
+  }
+  if (int err = check(offset, length, lane, true)) return err;
+  if (length == 0) return 0;
+  return lane_result(lanes_[lane]->write(transport::DataOp::kFlush, offset, length, flags != 0),
+                     "flush");
+}
+
+int Pool::drain(unsigned lane, unsigned flags) noexcept {
+  if (flags != 0) {
+    set_errormsg("invalid flags (0x%x)", flags);
+    return EINVAL;
+  }
+  if (int err = check(0, 0, lane, false)) return err;
+  return lane_result(lanes_[lane]->drain(), "drain");
+}
+
+int Pool::read(void *buf, size_t offset, size_t length, unsigned lane) noexcept {
+  if (int err = check(offset, length, lane, false)) return err;
+  if (length == 0) return 0;
+  return lane_result(lanes_[lane]->read(buf, offset, length), "read");
+}
+
+int Pool::set_attr(const PoolAttr *attr) noexcept try {
+  if (int err = error_.load()) {
+    set_errormsg("connection lost: %s", strerror(err));
+    return err;
+  }
+  std::lock_guard lock(control_mu_);
+  proto::SetAttrRequest req;
+  if (attr) req.attr = *attr;
+  const auto timeout = settings_.control_timeout();
+  proto::Bytes payload;
+  std::error_code ec = channel_->send(proto::encode(req), timeout);
+  if (!ec) ec = channel_->recv(MsgType::kSetAttrResp, payload, timeout);
+  std::optional<proto::StatusResponse> resp;
+  if (!ec && !(resp = proto::decode_status_response(payload))) ec = errc(EPROTO);
+  if (ec) {
+    int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
+    set_errormsg("set attributes failed: %s", strerror(err));
+    return err;
+  }
+  if (resp->status != proto::Status::kSuccess) {
+    set_errormsg("set attributes failed: %s", proto::status_message(resp->status));
+    return proto::status_to_errno(resp->status);
+  }
+  return 0;
+} catch (...) {
+  set_errormsg("set attributes failed: out of memory");
+  return ENOMEM;
+}
+
+int Pool::close() noexcept try {
+  std::lock_guard lock(control_mu_);
+  lanes_.clear();  // closes every data connection
+  const auto timeout = settings_.control_timeout();
+  proto::Bytes payload;
+  std::error_code ec = channel_->send(proto::encode(proto::CloseRequest{0}), timeout);
+  if (!ec) ec = channel_->recv(MsgType::kCloseResp, payload, timeout);
+  std::optional<proto::StatusResponse> resp;
+  if (!ec && !(resp = proto::decode_status_response(payload))) ec = errc(EPROTO);
+  channel_->close_and_wait(timeout);
+  if (ec) {
+    int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
+    set_errormsg("close failed: %s", strerror(err));
+    return err;
+  }
+  if (resp->status != proto::Status::kSuccess) {
+    set_errormsg("close failed: %s", proto::status_message(resp->status));
+    return proto::status_to_errno(resp->status);
+  }
+  return 0;
+} catch (...) {
+  set_errormsg("close failed: out of memory");
+  return ENOMEM;
+}
+
+int Pool::remove(const std::string &target_str, const std::string &pool_set, int flags) noexcept try {
+  init_logging_once();
+  auto target = parse_target(target_str);
+  if (!target) return fail(EINVAL, target.error().message + ": parsing target node address failed");
+  Settings settings = Settings::from_env();
+  std::vector<std::string> args{"--remove", pool_set};
+  if (flags & 0x1) args.emplace_back("--force");
+  if (flags & 0x2) args.emplace_back("--pool-set");
+  auto spawned = SshChannel::spawn(settings, *target, settings.next_cmd(), args);
+  if (!spawned) return fail(spawned.error().code.value(), spawned.error().message);
+  auto &ch = *spawned.value();
+  auto ec = ch.wait_eof(settings.control_timeout());
+  if (ec) {
+    ch.close_and_wait(settings.control_timeout());
+    return fail(ec.value() == EPROTO ? EPROTO : ETIMEDOUT, "waiting for remote command failed");
+  }
+  int status = ch.close_and_wait(settings.control_timeout());
+  if (status == -1 || !WIFEXITED(status)) return fail(ECONNRESET, "remote command failed");
+  if (int code = WEXITSTATUS(status)) {
+    std::string msg = "remote command failed";
+    if (auto line = ch.stderr_line(); !line.empty()) msg += ": " + line;
+    return fail(code, msg);
+  }
+  return 0;
+} catch (...) {
+  return fail(ENOMEM, "out of memory");
+}
+
+}  // namespace rpmem

@@ -1,0 +1,410 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Encoding and decoding of every rpmem wire message (little-endian).
+#include "common/proto.h"
+
+#include <cerrno>
+#include <cstring>
+
+namespace rpmem::proto {
+namespace {
+
+// Appends little-endian integers and raw bytes to a frame.
+class Writer {
+ public:
+  explicit Writer(MsgType type) {
+    u16(static_cast<uint16_t>(type));
+    u16(0);
+    u32(0);  // payload size, patched by finish()
+  }
+  Writer() = default;
+
+  void u8(uint8_t v) { b_.push_back(v); }
+  void u16(uint16_t v) { put(v, 2); }
+  void u32(uint32_t v) { put(v, 4); }
+  void u64(uint64_t v) { put(v, 8); }
+  void raw(const void *p, size_t n) {
+    const auto *c = static_cast<const uint8_t *>(p);
+    b_.insert(b_.end(), c, c + n);
+  }
+  void attr(const PoolAttr &a) {
+    size_t at = b_.size();
+    b_.resize(at + kPoolAttrWireSize);
+    encode_attr(a, b_.data() + at);
+  }
+  Bytes finish() {
+    uint32_t size = static_cast<uint32_t>(b_.size() - kFrameHeaderSize);
+    for (int i = 0; i < 4; ++i) b_[4 + i] = static_cast<uint8_t>(size >> (8 * i));
+    return std::move(b_);
+  }
+
+ private:
+  void put(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) b_.push_back(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  Bytes b_;
+};
+
+// Reads little-endian integers from a span; any read past the end fails the
+// whole decode (ok() turns false and the values read are zero).
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
+  uint8_t u8() { return static_cast<uint8_t>(get(1)); }
+  uint16_t u16() { return static_cast<uint16_t>(get(2)); }
+  uint32_t u32() { return static_cast<uint32_t>(get(4)); }
+  uint64_t u64() { return get(8); }
+  bool raw(void *out, size_t n) {
+    if (!take(n)) return false;
+    std::memcpy(out, b_.data() + pos_ - n, n);
+    return true;
+  }
+  PoolAttr attr() {
+    if (!take(kPoolAttrWireSize)) return {};
+    return decode_attr(b_.data() + pos_ - kPoolAttrWireSize);
+  }
+  bool ok() const { return ok_; }
+  bool done() const { return ok_ && pos_ == b_.size(); }
+
+ private:
+  bool take(size_t n) {
+    if (!ok_ || b_.size() - pos_ < n) {
+      ok_ = false;
+      return false;
+    }
+    pos_ += n;
+    return true;
+  }
+  uint64_t get(size_t n) {
+    if (!take(n)) return 0;
+    return load_le(b_.data() + pos_ - n, n);
+  }
+  static uint64_t load_le(const uint8_t *p, size_t n) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+    return v;
+  }
+  std::span<const uint8_t> b_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+void store_le(uint8_t *p, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t load_le(const uint8_t *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+constexpr uint32_t kKnownTransports =
+    transport_bit(TransportKind::kTcp) | transport_bit(TransportKind::kVerbs);
+
+struct StatusInfo {
+  int err;
+  const char *msg;
+};
+constexpr StatusInfo kStatusTable[] = {
+    {0, "Success"},
+    {EPROTONOSUPPORT, "Protocol version number mismatch"},
+    {EINVAL, "Invalid pool descriptor"},
+    {EFBIG, "Invalid pool size"},
+    {EINVAL, "Invalid number of lanes"},
+    {EINVAL, "Invalid provider"},
+    {EREMOTEIO, "Fatal error"},
+    {ECONNABORTED, "Fatal in-band connection error"},
+    {EBUSY, "Pool already in use"},
+    {EEXIST, "Pool already exists"},
+    {EMEDIUMTYPE, "Provider not supported"},
+    {ENOENT, "Pool set or its part doesn't exist or it is unavailable"},
+    {EACCES, "Pool set permission denied"},
+    {EINVAL, "Invalid pool set configuration"},
+};
+static_assert(std::size(kStatusTable) == static_cast<size_t>(Status::kCount));
+
+}  // namespace
+
+int status_to_errno(Status s) {
+  auto i = static_cast<uint32_t>(s);
+  return i < std::size(kStatusTable) ? kStatusTable[i].err : EPROTO;
+}
+
+const char *status_message(Status s) {
+  auto i = static_cast<uint32_t>(s);
+  return i < std::size(kStatusTable) ? kStatusTable[i].msg : "Invalid status";
+}
+
+Status errno_to_status(int err) {
+  switch (err) {
+    case 0: return Status::kSuccess;
+    case EEXIST: return Status::kExists;
+    case EACCES: return Status::kNoAccess;
+    case ENOENT: return Status::kNoExist;
+    case EWOULDBLOCK: return Status::kBusy;
+    case EBADF: return Status::kBadName;
+    case EINVAL: return Status::kPoolCfg;
+    case EFBIG: return Status::kBadSize;
+    default: return Status::kFatal;
+  }
+}
+
+void encode_attr(const PoolAttr &a, uint8_t *out) {
+  std::memcpy(out, a.signature.data(), 8);
+  store_le(out + 8, a.major, 4);
+  store_le(out + 12, a.compat_features, 4);
+  store_le(out + 16, a.incompat_features, 4);
+  store_le(out + 20, a.ro_compat_features, 4);
+  std::memcpy(out + 24, a.poolset_uuid.data(), 16);
+  std::memcpy(out + 40, a.uuid.data(), 16);
+  std::memcpy(out + 56, a.next_uuid.data(), 16);
+  std::memcpy(out + 72, a.prev_uuid.data(), 16);
+  std::memcpy(out + 88, a.user_flags.data(), 16);
+}
+
+PoolAttr decode_attr(const uint8_t *in) {
+  PoolAttr a;
+  std::memcpy(a.signature.data(), in, 8);
+  a.major = static_cast<uint32_t>(load_le(in + 8, 4));
+  a.compat_features = static_cast<uint32_t>(load_le(in + 12, 4));
+  a.incompat_features = static_cast<uint32_t>(load_le(in + 16, 4));
+  a.ro_compat_features = static_cast<uint32_t>(load_le(in + 20, 4));
+  std::memcpy(a.poolset_uuid.data(), in + 24, 16);
+  std::memcpy(a.uuid.data(), in + 40, 16);
+  std::memcpy(a.next_uuid.data(), in + 56, 16);
+  std::memcpy(a.prev_uuid.data(), in + 72, 16);
+  std::memcpy(a.user_flags.data(), in + 88, 16);
+  return a;
+}
+
+Bytes encode(const Hello &m) {
+  Writer w(MsgType::kHello);
+  w.u16(m.major);
+  w.u16(m.minor);
+  w.u32(m.status);
+  w.u32(m.transports);
+  return w.finish();
+}
+
+Bytes encode(MsgType type, const PoolRequest &m) {
+  Writer w(type);
+  w.u16(m.major);
+  w.u16(m.minor);
+  w.u32(m.nlanes);
+  w.u64(m.pool_size);
+  w.u32(m.transports);
+  w.u32(0);
+  w.attr(m.attr);
+  w.u16(static_cast<uint16_t>(m.pool_set.size()));
+  w.u16(0);
+  w.raw(m.pool_set.data(), m.pool_set.size());
+  return w.finish();
+}
+
+Bytes encode(const PoolResponse &m) {
+  Writer w(MsgType::kPoolResp);
+  w.u32(static_cast<uint32_t>(m.status));
+  w.u32(m.nlanes);
+  w.u16(m.port);
+  w.u16(static_cast<uint16_t>(m.transport));
+  w.u32(static_cast<uint32_t>(m.method));
+  w.u32(m.pool_flags);
+  w.u64(m.remote_size);
+  w.raw(m.secret.data(), m.secret.size());
+  w.attr(m.attr);
+  w.u16(static_cast<uint16_t>(m.provider_data.size()));
+  w.u16(0);
+  w.raw(m.provider_data.data(), m.provider_data.size());
+  return w.finish();
+}
+
+Bytes encode(const SetAttrRequest &m) {
+  Writer w(MsgType::kSetAttr);
+  w.attr(m.attr);
+  return w.finish();
+}
+
+Bytes encode(const CloseRequest &m) {
+  Writer w(MsgType::kClose);
+  w.u32(m.flags);
+  return w.finish();
+}
+
+Bytes encode(MsgType type, const StatusResponse &m) {
+  Writer w(type);
+  w.u32(static_cast<uint32_t>(m.status));
+  return w.finish();
+}
+
+std::optional<FrameHeader> decode_frame_header(std::span<const uint8_t> b) {
+  Reader r(b);
+  uint16_t type = r.u16();
+  uint16_t reserved = r.u16();
+  uint32_t size = r.u32();
+  if (!r.done() || reserved != 0 || size > kMaxControlPayload) return std::nullopt;
+  if (type < static_cast<uint16_t>(MsgType::kHello) ||
+      type > static_cast<uint16_t>(MsgType::kCloseResp))
+    return std::nullopt;
+  return FrameHeader{static_cast<MsgType>(type), size};
+}
+
+std::optional<Hello> decode_hello(std::span<const uint8_t> payload) {
+  Reader r(payload);
+  Hello m;
+  m.major = r.u16();
+  m.minor = r.u16();
+  m.status = r.u32();
+  m.transports = r.u32();
+  if (!r.done()) return std::nullopt;
+  return m;
+}
+
+std::optional<PoolRequest> decode_pool_request(std::span<const uint8_t> payload) {
+  Reader r(payload);
+  PoolRequest m;
+  m.major = r.u16();
+  m.minor = r.u16();
+  m.nlanes = r.u32();
+  m.pool_size = r.u64();
+  m.transports = r.u32();
+  uint32_t reserved = r.u32();
+  m.attr = r.attr();
+  uint16_t name_len = r.u16();
+  uint16_t reserved2 = r.u16();
+  if (!r.ok() || reserved != 0 || reserved2 != 0 || name_len == 0 ||
+      name_len > kMaxPoolSetName)
+    return std::nullopt;
+  m.pool_set.resize(name_len);
+  r.raw(m.pool_set.data(), name_len);
+  if (!r.done() || m.pool_set.find('\0') != std::string::npos) return std::nullopt;
+  return m;
+}
+
+std::optional<PoolResponse> decode_pool_response(std::span<const uint8_t> payload) {
+  Reader r(payload);
+  PoolResponse m;
+  uint32_t status = r.u32();
+  m.nlanes = r.u32();
+  m.port = r.u16();
+  uint16_t transport = r.u16();
+  uint32_t method = r.u32();
+  m.pool_flags = r.u32();
+  m.remote_size = r.u64();
+  r.raw(m.secret.data(), m.secret.size());
+  m.attr = r.attr();
+  uint16_t pdata_len = r.u16();
+  uint16_t reserved = r.u16();
+  if (!r.ok() || reserved != 0 || pdata_len > kMaxProviderData ||
+      (m.pool_flags & ~kPoolHasHeaders) != 0)
+    return std::nullopt;
+  if (status >= static_cast<uint32_t>(Status::kCount)) return std::nullopt;
+  m.status = static_cast<Status>(status);
+  m.provider_data.resize(pdata_len);
+  r.raw(m.provider_data.data(), pdata_len);
+  if (!r.done()) return std::nullopt;
+  if (m.status == Status::kSuccess) {
+    // A success must name a transport and method we know, lanes and a port.
+    if ((transport_bit(static_cast<TransportKind>(transport)) & kKnownTransports) == 0 ||
+        transport == 0 || (method != 1 && method != 2) || m.nlanes == 0 || m.port == 0)
+      return std::nullopt;
+  }
+  m.transport = static_cast<TransportKind>(transport);
+  m.method = static_cast<PersistMethod>(method == 2 ? 2 : 1);
+  return m;
+}
+
+std::optional<SetAttrRequest> decode_set_attr(std::span<const uint8_t> payload) {
+  Reader r(payload);
+  SetAttrRequest m;
+  m.attr = r.attr();
+  if (!r.done()) return std::nullopt;
+  return m;
+}
+
+std::optional<CloseRequest> decode_close(std::span<const uint8_t> payload) {
+  Reader r(payload);
+  CloseRequest m;
+  m.flags = r.u32();
+  if (!r.done() || (m.flags & ~kCloseRemove) != 0) return std::nullopt;
+  return m;
+}
+
+std::optional<StatusResponse> decode_status_response(std::span<const uint8_t> payload) {
+  Reader r(payload);
+  uint32_t status = r.u32();
+  if (!r.done() || status >= static_cast<uint32_t>(Status::kCount)) return std::nullopt;
+  return StatusResponse{static_cast<Status>(status)};
+}
+
+void encode(const LaneHello &m, uint8_t (&out)[kLaneHelloSize]) {
+  store_le(out, kLaneMagic, 4);
+  store_le(out + 4, m.major, 2);
+  store_le(out + 6, m.minor, 2);
+  std::memcpy(out + 8, m.secret.data(), kSecretSize);
+  store_le(out + 40, m.lane, 4);
+  store_le(out + 44, m.nlanes, 4);
+}
+
+std::optional<LaneHello> decode_lane_hello(std::span<const uint8_t> b) {
+  if (b.size() != kLaneHelloSize || load_le(b.data(), 4) != kLaneMagic) return std::nullopt;
+  LaneHello m;
+  m.major = static_cast<uint16_t>(load_le(b.data() + 4, 2));
+  m.minor = static_cast<uint16_t>(load_le(b.data() + 6, 2));
+  std::memcpy(m.secret.data(), b.data() + 8, kSecretSize);
+  m.lane = static_cast<uint32_t>(load_le(b.data() + 40, 4));
+  m.nlanes = static_cast<uint32_t>(load_le(b.data() + 44, 4));
+  if (m.nlanes == 0 || m.lane >= m.nlanes) return std::nullopt;
+  return m;
+}
+
+bool carries_payload(DataOp op) {
+  return op == DataOp::kPersist || op == DataOp::kDeepPersist || op == DataOp::kFlush;
+}
+
+void encode(const DataRequest &m, uint8_t (&out)[kDataRequestSize]) {
+  out[0] = static_cast<uint8_t>(m.op);
+  out[1] = m.flags;
+  store_le(out + 2, 0, 2);
+  store_le(out + 4, 0, 4);
+  store_le(out + 8, m.offset, 8);
+  store_le(out + 16, m.length, 8);
+}
+
+std::optional<DataRequest> decode_data_request(std::span<const uint8_t> b) {
+  if (b.size() != kDataRequestSize) return std::nullopt;
+  uint8_t op = b[0];
+  if (op < static_cast<uint8_t>(DataOp::kPersist) || op > static_cast<uint8_t>(DataOp::kRead))
+    return std::nullopt;
+  if ((b[1] & ~kDataRelaxed) != 0 || load_le(b.data() + 2, 2) != 0 ||
+      load_le(b.data() + 4, 4) != 0)
+    return std::nullopt;
+  DataRequest m;
+  m.op = static_cast<DataOp>(op);
+  m.flags = b[1];
+  m.offset = load_le(b.data() + 8, 8);
+  m.length = load_le(b.data() + 16, 8);
+  if (m.op == DataOp::kDrain && (m.offset != 0 || m.length != 0)) return std::nullopt;
+  return m;
+}
+
+void encode(const DataReply &m, uint8_t (&out)[kDataReplySize]) {
+  store_le(out, m.status, 4);
+  out[4] = static_cast<uint8_t>(m.op);
+  out[5] = 0;
+  store_le(out + 6, 0, 2);
+  store_le(out + 8, m.length, 8);
+}
+
+std::optional<DataReply> decode_data_reply(std::span<const uint8_t> b) {
+  if (b.size() != kDataReplySize) return std::nullopt;
+  DataReply m;
+  m.status = static_cast<uint32_t>(load_le(b.data(), 4));
+  uint8_t op = b[4];
+  if (op < static_cast<uint8_t>(DataOp::kPersist) || op > static_cast<uint8_t>(DataOp::kRead) ||
+      b[5] != 0 || load_le(b.data() + 6, 2) != 0 || m.status > 4095)
+    return std::nullopt;
+  m.op = static_cast<DataOp>(op);
+  m.length = load_le(b.data() + 8, 8);
+  return m;
+}
+
+}  // namespace rpmem::proto

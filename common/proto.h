@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The rpmem wire protocol: every message both sides exchange, with explicit
+// little-endian encode/decode functions. Nothing else parses network bytes.
+//
+// Control channel (ssh stdin/stdout, or a service connection): frames of
+//   FrameHeader{u16 type, u16 reserved = 0, u32 payload size} + payload.
+//   rpmemd speaks first (kHello), then the client sends one kCreate/kOpen,
+//   any number of kSetAttr, and one kClose. Every reply carries a status.
+// Data lanes (one connection each): kLaneHello first, then DataRequest
+//   headers (+ payload for writes), each answered with a DataReply unless the
+//   op is kFlush.
+//
+// Decoders never read past the given span, bound every length, and return
+// std::nullopt for anything malformed.
+#ifndef RPMEM_COMMON_PROTO_H
+#define RPMEM_COMMON_PROTO_H
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/pool_attr.h"
+
+namespace rpmem::proto {
+
+inline constexpr uint16_t kMajor = 1;
+inline constexpr uint16_t kMinor = 0;
+
+inline constexpr size_t kFrameHeaderSize = 8;
+inline constexpr uint32_t kMaxControlPayload = 64 * 1024;
+inline constexpr size_t kMaxPoolSetName = 4096;
+inline constexpr size_t kMaxProviderData = 256;
+inline constexpr size_t kSecretSize = 32;
+inline constexpr size_t kPoolAttrWireSize = 104;
+
+enum class MsgType : uint16_t {
+  kHello = 1,
+  kCreate = 2,
+  kOpen = 3,
+  kPoolResp = 4,
+  kSetAttr = 5,
+  kSetAttrResp = 6,
+  kClose = 7,
+  kCloseResp = 8,
+};
+
+// Status codes in control replies, as PMDK's enum rpmem_err.
+enum class Status : uint32_t {
+  kSuccess = 0,
+  kBadProto = 1,
+  kBadName = 2,
+  kBadSize = 3,
+  kBadNlanes = 4,
+  kBadProvider = 5,
+  kFatal = 6,
+  kFatalConn = 7,
+  kBusy = 8,
+  kExists = 9,
+  kProvNoSup = 10,
+  kNoExist = 11,
+  kNoAccess = 12,
+  kPoolCfg = 13,
+  kCount = 14,
+};
+
+// Status -> errno on the client, and the fixed message for rpmem_errormsg().
+int status_to_errno(Status s);
+const char *status_message(Status s);
+// errno of a target-side pool operation -> Status (PMDK's table).
+Status errno_to_status(int err);
+
+// Transport kinds, also used as a bit mask of what a side offers.
+enum class TransportKind : uint16_t { kNone = 0, kTcp = 1, kVerbs = 2 };
+inline constexpr uint32_t transport_bit(TransportKind k) { return 1u << static_cast<uint16_t>(k); }
+
+enum class PersistMethod : uint32_t { kGpspm = 1, kApm = 2 };
+
+using Secret = std::array<uint8_t, kSecretSize>;
+using Bytes = std::vector<uint8_t>;
+
+struct FrameHeader {
+  MsgType type;
+  uint32_t size;  // payload bytes that follow
+};
+
+struct Hello {  // rpmemd -> client, first message
+  uint16_t major = kMajor;
+  uint16_t minor = kMinor;
+  uint32_t status = 0;      // 0, or rpmemd's errno (it exits after sending it)
+  uint32_t transports = 0;  // bit mask of transport_bit()
+};
+
+struct PoolRequest {  // kCreate / kOpen
+  uint16_t major = kMajor;
+  uint16_t minor = kMinor;
+  uint32_t nlanes = 0;
+  uint64_t pool_size = 0;
+  uint32_t transports = 0;  // what the client accepts, bit mask
+  PoolAttr attr{};          // kCreate only; all-zero means "no headers"
+  std::string pool_set;
+};
+
+inline constexpr uint32_t kPoolHasHeaders = 1;  // offsets below 4096 are the header
+
+struct PoolResponse {  // kPoolResp
+  Status status = Status::kSuccess;
+  uint32_t nlanes = 0;
+  uint16_t port = 0;
+  TransportKind transport = TransportKind::kNone;
+  PersistMethod method = PersistMethod::kGpspm;
+  uint32_t pool_flags = 0;   // kPoolHasHeaders
+  uint64_t remote_size = 0;  // net size of the remote pool
+  Secret secret{};
+  PoolAttr attr{};  // kOpen: the stored attributes
+  Bytes provider_data;  // transport specific (verbs: rkey, address)
+};
+
+struct SetAttrRequest {
+  PoolAttr attr{};
+};
+
+inline constexpr uint32_t kCloseRemove = 1;
+struct CloseRequest {
+  uint32_t flags = 0;
+};
+
+struct StatusResponse {  // kSetAttrResp, kCloseResp
+  Status status = Status::kSuccess;
+};
+
+// --- Control channel ---------------------------------------------------------
+// Each encode_* returns a whole frame (header + payload).
+Bytes encode(const Hello &m);
+Bytes encode(MsgType type, const PoolRequest &m);  // type: kCreate or kOpen
+Bytes encode(const PoolResponse &m);
+Bytes encode(const SetAttrRequest &m);
+Bytes encode(const CloseRequest &m);
+Bytes encode(MsgType type, const StatusResponse &m);  // kSetAttrResp or kCloseResp
+
+// The header of a frame (exactly kFrameHeaderSize bytes); nullopt for an
+// unknown type, a non-zero reserved field or a size above kMaxControlPayload.
+std::optional<FrameHeader> decode_frame_header(std::span<const uint8_t> b);
+// Payload decoders: exact sizes, bounded strings, known enum values.
+std::optional<Hello> decode_hello(std::span<const uint8_t> payload);
+std::optional<PoolRequest> decode_pool_request(std::span<const uint8_t> payload);
+std::optional<PoolResponse> decode_pool_response(std::span<const uint8_t> payload);
+std::optional<SetAttrRequest> decode_set_attr(std::span<const uint8_t> payload);
+std::optional<CloseRequest> decode_close(std::span<const uint8_t> payload);
+std::optional<StatusResponse> decode_status_response(std::span<const uint8_t> payload);
+
+// PoolAttr on the wire: struct rpmem_pool_attr's layout, integers little-endian.
+void encode_attr(const PoolAttr &a, uint8_t *out);
+PoolAttr decode_attr(const uint8_t *in);
+
+// --- Data lanes ----------------------------------------------------------------
+inline constexpr uint32_t kLaneMagic = 0x4c4d5052;  // "RPML"
+inline constexpr size_t kLaneHelloSize = 48;
+inline constexpr size_t kLaneHelloReplySize = 8;
+
+struct LaneHello {  // client -> target, first bytes of a data connection
+  uint16_t major = kMajor;
+  uint16_t minor = kMinor;
+  Secret secret{};
+  uint32_t lane = 0;
+  uint32_t nlanes = 0;  // the final lane count of this session
+};
+void encode(const LaneHello &m, uint8_t (&out)[kLaneHelloSize]);
+std::optional<LaneHello> decode_lane_hello(std::span<const uint8_t> b);
+
+enum class DataOp : uint8_t {
+  kPersist = 1,      // payload; reply after it is durable
+  kDeepPersist = 2,  // payload; reply after it reached the lowest domain
+  kFlush = 3,        // payload; no reply
+  kDrain = 4,        // reply once every earlier flush on this lane is durable
+  kRead = 5,         // reply followed by `length` bytes
+};
+inline constexpr uint8_t kDataRelaxed = 1;  // DataRequest::flags: no atomicity promise
+
+inline constexpr size_t kDataRequestSize = 24;
+inline constexpr size_t kDataReplySize = 16;
+
+struct DataRequest {
+  DataOp op = DataOp::kPersist;
+  uint8_t flags = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+struct DataReply {
+  uint32_t status = 0;  // 0 or a positive errno value
+  DataOp op = DataOp::kPersist;
+  uint64_t length = 0;  // bytes that follow (kRead)
+};
+
+bool carries_payload(DataOp op);
+void encode(const DataRequest &m, uint8_t (&out)[kDataRequestSize]);
+std::optional<DataRequest> decode_data_request(std::span<const uint8_t> b);
+void encode(const DataReply &m, uint8_t (&out)[kDataReplySize]);
+std::optional<DataReply> decode_data_reply(std::span<const uint8_t> b);
+
+}  // namespace rpmem::proto
+
+#endif  // RPMEM_COMMON_PROTO_H

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Bounded socket I/O: try the call first, poll only when it would block.
+#include "common/transport/tcp/socket_io.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <chrono>
+
+#include "common/error.h"
+
+namespace rpmem::transport::tcp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Polls for `events` until the deadline; timeout_ms < 0 waits forever.
+std::error_code wait_for(int fd, short events, int timeout_ms, Clock::time_point deadline) {
+  for (;;) {
+    int wait_ms = -1;
+    if (timeout_ms >= 0) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return errc(ETIMEDOUT);
+      wait_ms = static_cast<int>(left.count());
+    }
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, wait_ms);
+    if (rc > 0) return {};
+    if (rc == 0) return errc(ETIMEDOUT);
+    if (errno != EINTR) return last_errc();
+  }
+}
+
+std::error_code map_io_error(int err) {
+  if (err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ESHUTDOWN)
+    return errc(ECONNRESET);
+  return errc(err);
+}
+
+Clock::time_point deadline_of(int timeout_ms) {
+  return Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+}
+
+}  // namespace
+
+std::error_code send_all(int fd, iovec *iov, int n, int timeout_ms) noexcept {
+  auto deadline = deadline_of(timeout_ms);
+  while (n > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    ssize_t sent = ::sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (auto ec = wait_for(fd, POLLOUT, timeout_ms, deadline)) return ec;
+        continue;
+      }
+      return map_io_error(errno);
+    }
+    auto left = static_cast<size_t>(sent);
+    while (n > 0 && left >= iov->iov_len) {
+      left -= iov->iov_len;
+      ++iov;
+      --n;
+    }
+    if (n > 0) {
+      iov->iov_base = static_cast<char *>(iov->iov_base) + left;
+      iov->iov_len -= left;
+    }
+    deadline = deadline_of(timeout_ms);  // progress restarts the clock
+  }
+  return {};
+}
+
+std::error_code send_all(int fd, const void *buf, size_t len, int timeout_ms) noexcept {
+  iovec iov{const_cast<void *>(buf), len};
+  return send_all(fd, &iov, 1, timeout_ms);
+}
+
+std::error_code recv_some(int fd, void *buf, size_t len, size_t &got, int timeout_ms) noexcept {
+  auto deadline = deadline_of(timeout_ms);
+  for (;;) {
+    ssize_t r = ::recv(fd, buf, len, 0);
+    if (r > 0) {
+      got = static_cast<size_t>(r);
+      return {};
+    }
+    if (r == 0) return errc(ECONNRESET);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (auto ec = wait_for(fd, POLLIN, timeout_ms, deadline)) return ec;
+      continue;
+    }
+    return map_io_error(errno);
+  }
+}
+
+std::error_code recv_all(int fd, void *buf, size_t len, int timeout_ms) noexcept {
+  auto *p = static_cast<char *>(buf);
+  while (len > 0) {
+    size_t got = 0;
+    if (auto ec = recv_some(fd, p, len, got, timeout_ms)) return ec;
+    p += got;
+    len -= got;
+  }
+  return {};
+}
+
+std::error_code wait_readable(int fd, int timeout_ms) noexcept {
+  return wait_for(fd, POLLIN, timeout_ms, deadline_of(timeout_ms));
+}
+
+void set_nodelay(int fd) noexcept {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+std::error_code set_nonblocking(int fd, bool on) noexcept {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0) return last_errc();
+  flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
+  if (::fcntl(fd, F_SETFL, flags) < 0) return last_errc();
+  return {};
+}
+
+}  // namespace rpmem::transport::tcp

@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Bounded socket I/O on native descriptors: whole sends (gathered) and
+// whole receives, each wait limited by a timeout.
+//
+// Errors: ECONNRESET for a closed or reset connection (EOF included),
+// ETIMEDOUT when a wait ran out, or the errno of the failing call.
+#ifndef RPMEM_COMMON_TRANSPORT_TCP_SOCKET_IO_H
+#define RPMEM_COMMON_TRANSPORT_TCP_SOCKET_IO_H
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <system_error>
+
+namespace rpmem::transport::tcp {
+
+inline constexpr int kWaitForever = -1;
+
+// Sends every byte of iov[0..n). iov is consumed (modified). timeout_ms
+// bounds each wait for the socket to become writable.
+std::error_code send_all(int fd, iovec *iov, int n, int timeout_ms) noexcept;
+std::error_code send_all(int fd, const void *buf, size_t len, int timeout_ms) noexcept;
+
+// Receives exactly len bytes.
+std::error_code recv_all(int fd, void *buf, size_t len, int timeout_ms) noexcept;
+
+// Receives between 1 and len bytes into buf; `got` tells how many.
+std::error_code recv_some(int fd, void *buf, size_t len, size_t &got, int timeout_ms) noexcept;
+
+// Waits until fd is readable (or hung up); ETIMEDOUT when it is not.
+std::error_code wait_readable(int fd, int timeout_ms) noexcept;
+
+void set_nodelay(int fd) noexcept;
+std::error_code set_nonblocking(int fd, bool on) noexcept;
+
+}  // namespace rpmem::transport::tcp
+
+#endif  // RPMEM_COMMON_TRANSPORT_TCP_SOCKET_IO_H

@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// TCP provider, client side.
+#include "common/transport/tcp/tcp_initiator.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "common/log.h"
+#include "common/transport/tcp/socket_io.h"
+
+namespace rpmem::transport::tcp {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+TcpInitiatorLane::TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms)
+    : fd_(fd), base_(local_base), timeout_ms_(timeout_ms) {}
+
+TcpInitiatorLane::~TcpInitiatorLane() { ::close(fd_); }
+
+void TcpInitiatorLane::shutdown() noexcept {
+  dead_.store(true, std::memory_order_relaxed);
+  ::shutdown(fd_, SHUT_RDWR);
+}
+
+std::error_code TcpInitiatorLane::fail(std::error_code ec) noexcept {
+  // After a failed send or receive the stream position is unknown: the lane
+  // cannot be used again.
+  if (ec == std::errc::timed_out) RPMEM_LOG_ERR("data lane: no answer within %d ms", timeout_ms_);
+  shutdown();
+  if (ec.value() == EPROTO) return ec;
+  return errc(ECONNRESET);
+}
+
+std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req, const void *payload,
+                                           proto::DataReply &reply) noexcept {
+  if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
+  uint8_t hdr[proto::kDataRequestSize];
+  proto::encode(req, hdr);
+  iovec iov[2] = {{hdr, sizeof(hdr)}, {const_cast<void *>(payload), 0}};
+  int n = 1;
+  if (payload != nullptr && req.length > 0) {
+    iov[1].iov_len = req.length;
+    n = 2;
+  }
+  if (auto ec = send_all(fd_, iov, n, timeout_ms_)) return fail(ec);
+  if (req.op == DataOp::kFlush) return {};
+
+  uint8_t raw[proto::kDataReplySize];
+  if (auto ec = recv_all(fd_, raw, sizeof(raw), timeout_ms_)) return fail(ec);
+  auto decoded = proto::decode_data_reply(raw);
+  if (!decoded || decoded->op != req.op ||
+      (decoded->length != 0 && (req.op != DataOp::kRead || decoded->status != 0 ||
+                                decoded->length != req.length))) {
+    RPMEM_LOG_ERR("data lane: malformed reply");
+    return fail(errc(EPROTO));
+  }
+  reply = *decoded;
+  return {};
+}
+
+std::error_code TcpInitiatorLane::write(DataOp op, uint64_t offset, uint64_t length,
+                                        bool relaxed) noexcept {
+  proto::DataRequest req{op, static_cast<uint8_t>(relaxed ? proto::kDataRelaxed : 0), offset,
+                         length};
+  proto::DataReply reply;
+  if (auto ec = exchange(req, base_ + offset, reply)) return ec;
+  return op == DataOp::kFlush ? std::error_code{} : (reply.status ? errc(static_cast<int>(reply.status)) : std::error_code{});
+}
+
+std::error_code TcpInitiatorLane::drain() noexcept {
+  proto::DataRequest req{DataOp::kDrain, 0, 0, 0};
+  proto::DataReply reply;
+  if (auto ec = exchange(req, nullptr, reply)) return ec;
+  return reply.status ? errc(static_cast<int>(reply.status)) : std::error_code{};
+}
+
+std::error_code TcpInitiatorLane::read(void *dst, uint64_t offset, uint64_t length) noexcept {
+  proto::DataRequest req{DataOp::kRead, 0, offset, length};
+  proto::DataReply reply;
+  if (auto ec = exchange(req, nullptr, reply)) return ec;
+  if (reply.status) return errc(static_cast<int>(reply.status));
+  if (auto ec = recv_all(fd_, dst, length, timeout_ms_)) return fail(ec);
+  return {};
+}
+
+namespace {
+
+// Connects one socket to any of the endpoints within the timeout; returns
+// the native descriptor, or -1 with ec set.
+int connect_one(asio::io_context &io, const tcp::resolver::results_type &endpoints,
+                std::chrono::milliseconds timeout, std::error_code &ec) {
+  tcp::socket sock(io);
+  boost::system::error_code result = asio::error::would_block;
+  asio::async_connect(sock, endpoints,
+                      [&](const boost::system::error_code &e, const tcp::endpoint &) { result = e; });
+  io.restart();
+  io.run_for(timeout);
+  if (result == asio::error::would_block) {
+    sock.close();
+    io.restart();
+    io.run();  // let the cancelled operation finish
+    ec = errc(ETIMEDOUT);
+    return -1;
+  }
+  if (result) {
+    ec = errc(result.value());
+    return -1;
+  }
+  return sock.release();
+}
+
+}  // namespace
+
+Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const InitiatorParams &params) {
+  const int timeout_ms = static_cast<int>(params.timeout.count());
+  asio::io_context io;
+  tcp::resolver resolver(io);
+  boost::system::error_code rerr;
+  auto endpoints = resolver.resolve(params.host, std::to_string(params.port),
+                                    tcp::resolver::numeric_service, rerr);
+  if (rerr)
+    return Error{errc(EHOSTUNREACH), "cannot resolve '" + params.host + "': " + rerr.message()};
+
+  std::vector<std::unique_ptr<InitiatorLane>> lanes;
+  lanes.reserve(params.nlanes);
+  for (unsigned i = 0; i < params.nlanes; ++i) {
+    std::error_code ec;
+    int fd = connect_one(io, endpoints, params.timeout, ec);
+    if (fd < 0) {
+      std::string why = ec.message();
+      if (ec.value() == EMFILE || ec.value() == ENFILE)
+        why += " (RLIMIT_NOFILE too low for " + std::to_string(params.nlanes) + " lanes)";
+      return Error{ec.value() == ETIMEDOUT ? errc(ECONNRESET) : ec,
+                   "cannot connect lane " + std::to_string(i) + " to " + params.host + ":" +
+                       std::to_string(params.port) + ": " + why};
+    }
+    set_nodelay(fd);
+    auto lane = std::make_unique<TcpInitiatorLane>(fd, params.local_base, timeout_ms);
+    if (auto err = set_nonblocking(fd, true))
+      return Error{err, "cannot set up lane " + std::to_string(i)};
+
+    proto::LaneHello hello;
+    hello.secret = params.secret;
+    hello.lane = i;
+    hello.nlanes = params.nlanes;
+    uint8_t buf[proto::kLaneHelloSize];
+    proto::encode(hello, buf);
+    uint8_t reply[proto::kLaneHelloReplySize];
+    std::error_code herr = send_all(fd, buf, sizeof(buf), timeout_ms);
+    if (!herr) herr = recv_all(fd, reply, sizeof(reply), timeout_ms);
+    if (!herr && (reply[0] | reply[1] | reply[2] | reply[3]) != 0) herr = errc(EACCES);
+    if (herr)
+      return Error{errc(ECONNRESET),
+                   "lane " + std::to_string(i) + " refused by the target: " + herr.message()};
+    lanes.push_back(std::move(lane));
+  }
+  return lanes;
+}
+
+}  // namespace rpmem::transport::tcp

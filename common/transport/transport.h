@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The data-plane seam: what the pool logic on either side asks of a
+// transport (tcp, verbs), and nothing about how bytes travel.
+//
+// Thread-safety: an InitiatorLane is used by one thread at a time; different
+// lanes share nothing. shutdown() may be called from any thread.
+#ifndef RPMEM_COMMON_TRANSPORT_TRANSPORT_H
+#define RPMEM_COMMON_TRANSPORT_TRANSPORT_H
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "common/error.h"
+#include "common/proto.h"
+
+namespace rpmem::transport {
+
+using proto::DataOp;
+using proto::TransportKind;
+
+// Client side of one lane. Ranges were validated by the caller.
+// Errors: ECONNRESET (connection lost or timed out: the lane is dead),
+// EPROTO (malformed reply: the lane is dead), EIO/EINVAL (the target failed
+// this request; the lane is still usable).
+class InitiatorLane {
+ public:
+  virtual ~InitiatorLane() = default;
+  // kPersist / kDeepPersist: returns when the target reports the range
+  // durable. kFlush: returns once the bytes are handed to the transport.
+  virtual std::error_code write(DataOp op, uint64_t offset, uint64_t length,
+                                bool relaxed) noexcept = 0;
+  // Every earlier kFlush on this lane is durable when this returns 0.
+  virtual std::error_code drain() noexcept = 0;
+  virtual std::error_code read(void *dst, uint64_t offset, uint64_t length) noexcept = 0;
+  // Fails any call in progress and every later one with ECONNRESET.
+  virtual void shutdown() noexcept = 0;
+};
+
+struct InitiatorParams {
+  std::string host;  // as in the target string, brackets stripped
+  uint16_t port = 0;
+  proto::Secret secret{};
+  unsigned nlanes = 0;
+  const uint8_t *local_base = nullptr;  // the local pool (pool_addr)
+  size_t pool_size = 0;
+  std::chrono::milliseconds timeout{5000};  // bound on every wait
+  proto::Bytes provider_data;
+};
+
+// Connects params.nlanes lanes; each proves the session secret.
+Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(TransportKind kind,
+                                                                  const InitiatorParams &params);
+
+// Target side: the pool a transport writes into and makes durable.
+class TargetPool {
+ public:
+  virtual ~TargetPool() = default;
+  virtual uint8_t *base() const noexcept = 0;
+  virtual size_t size() const noexcept = 0;  // bytes addressable by the client
+  // Lowest offset the client may write (4096 when the pool has headers).
+  virtual size_t writable_from() const noexcept = 0;
+  // EIO when the range could not be made durable.
+  virtual std::error_code persist(size_t offset, size_t length, bool deep) noexcept = 0;
+};
+
+struct TargetParams {
+  std::string listen_address;  // numeric address; empty = any
+  proto::Secret secret{};
+  unsigned max_lanes = 0;  // granted to the client
+  std::chrono::milliseconds hello_timeout{5000};
+  // Called once, from a transport thread, when a lane sees malformed input:
+  // the session should end.
+  std::function<void(const std::string &why)> on_fatal;
+};
+
+// A listening target: serves lanes on threads of its own until stop().
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual uint16_t port() const noexcept = 0;
+  virtual proto::Bytes provider_data() const = 0;
+  // Starts accepting lanes. Strangers (no or wrong secret) are logged and
+  // dropped without disturbing the session.
+  virtual void start() = 0;
+  // Closes every connection and joins every thread. Idempotent.
+  virtual void stop() noexcept = 0;
+};
+
+// Throws SetupError when it cannot listen.
+std::unique_ptr<Target> make_target(TransportKind kind, TargetPool &pool,
+                                    const TargetParams &params);
+
+// The transports this build and machine can serve or use.
+uint32_t available_transports();
+
+}  // namespace rpmem::transport
+
+#endif  // RPMEM_COMMON_TRANSPORT_TRANSPORT_H

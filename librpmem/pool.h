@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Pool: one remote pool as the client sees it -- the control channel to its
+// rpmemd, and the lanes of the data plane.
+//
+// Errors: every method returns 0 or a positive errno value and leaves a
+// message (set_errormsg) on failure. Bad arguments fail only that call;
+// losing the connection makes every later data-path call fail with
+// ECONNRESET (sticky).
+// Thread-safety: many threads may use one Pool, one thread per lane at a
+// time. set_attr may be called from any thread (it serialises itself);
+// close() must not race with anything.
+#ifndef RPMEM_LIBRPMEM_POOL_H
+#define RPMEM_LIBRPMEM_POOL_H
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/pool_attr.h"
+#include "common/transport/transport.h"
+#include "librpmem/settings.h"
+#include "librpmem/ssh_channel.h"
+
+namespace rpmem {
+
+struct PoolArgs {
+  std::string target;
+  std::string pool_set;
+  void *addr = nullptr;
+  size_t size = 0;
+  unsigned nlanes = 0;
+  bool create = false;
+  PoolAttr create_attr{};  // create: all-zero means "no headers"
+};
+
+class Pool {
+ public:
+  // Creates or opens the remote pool. On success `nlanes` holds the lanes
+  // granted and, for open, `open_attr` (if not null) the stored attributes.
+  static int connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nlanes,
+                     PoolAttr *open_attr) noexcept;
+  static int remove(const std::string &target, const std::string &pool_set, int flags) noexcept;
+
+  ~Pool();
+  Pool(const Pool &) = delete;
+  Pool &operator=(const Pool &) = delete;
+
+  int persist(size_t offset, size_t length, unsigned lane, unsigned flags) noexcept;
+  int deep_persist(size_t offset, size_t length, unsigned lane) noexcept;
+  int flush(size_t offset, size_t length, unsigned lane, unsigned flags) noexcept;
+  int drain(unsigned lane, unsigned flags) noexcept;
+  int read(void *buf, size_t offset, size_t length, unsigned lane) noexcept;
+  int set_attr(const PoolAttr *attr) noexcept;
+  // Ends the session; the Pool is unusable afterwards (but still owned by
+  // the caller, who frees it).
+  int close() noexcept;
+
+ private:
+  Pool(Settings settings, std::unique_ptr<SshChannel> channel, const uint8_t *base, size_t size);
+
+  // Argument and state checks shared by the data-path calls.
+  int check(size_t offset, size_t length, unsigned lane, bool guard_header) noexcept;
+  int lane_result(std::error_code ec, const char *op) noexcept;
+
+  Settings settings_;
+  std::unique_ptr<SshChannel> channel_;
+  std::mutex control_mu_;  // serialises control-channel exchanges
+  std::vector<std::unique_ptr<transport::InitiatorLane>> lanes_;
+  const uint8_t *base_;
+  size_t size_;
+  bool has_headers_ = false;
+  std::atomic<int> error_{0};  // sticky: connection lost
+};
+
+}  // namespace rpmem
+
+#endif  // RPMEM_LIBRPMEM_POOL_H

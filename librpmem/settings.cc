@@ -1,0 +1,100 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Reading the library's environment variables.
+#include "librpmem/settings.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <mutex>
+
+#include "common/log.h"
+
+namespace rpmem {
+namespace {
+
+std::atomic<unsigned> g_cmd_index{0};
+
+// A positive decimal integer, clamped to UINT_MAX; invalid values are logged
+// and ignored, as PMDK did.
+void read_positive(const char *name, unsigned &out) {
+  const char *v = std::getenv(name);
+  if (!v) return;
+  errno = 0;
+  char *end = nullptr;
+  long long n = std::strtoll(v, &end, 10);
+  if (errno == ERANGE && n > 0) n = UINT_MAX;
+  if (end == v || *end != '\0' || n <= 0) {
+    RPMEM_LOG_ERR("%s: invalid value '%s', ignored", name, v);
+    return;
+  }
+  out = n > static_cast<long long>(UINT_MAX) ? UINT_MAX : static_cast<unsigned>(n);
+}
+
+// A decimal integer: non-zero enables. A value that does not parse counts as
+// 0 (PMDK disabled verbs on garbage; we keep that for both).
+bool read_enable(const char *name, bool dflt) {
+  const char *v = std::getenv(name);
+  if (!v) return dflt;
+  char *end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  if (end == v || *end != '\0') return false;
+  return n != 0;
+}
+
+}  // namespace
+
+Settings Settings::from_env() {
+  Settings s;
+  if (const char *v = std::getenv("RPMEM_SSH"); v && *v) s.ssh = v;
+  if (const char *v = std::getenv("RPMEM_CMD"); v && *v) {
+    s.cmds.clear();
+    std::string all(v);
+    size_t start = 0;
+    for (;;) {
+      size_t bar = all.find('|', start);
+      s.cmds.push_back(all.substr(start, bar - start));
+      if (bar == std::string::npos) break;
+      start = bar + 1;
+    }
+  }
+  read_positive("RPMEM_MAX_NLANES", s.max_nlanes);
+  read_positive("RPMEM_WORK_QUEUE_SIZE", s.work_queue_size);
+  s.enable_verbs = read_enable("RPMEM_ENABLE_VERBS", true);
+  s.enable_sockets = read_enable("RPMEM_ENABLE_SOCKETS", true);
+  if (const char *v = std::getenv("RPMEM_TIMEOUT")) {
+    char *end = nullptr;
+    double secs = std::strtod(v, &end);
+    if (end != v && *end == '\0' && secs > 0 && secs < 86400)
+      s.timeout = std::chrono::milliseconds(static_cast<long>(secs * 1000));
+    else
+      RPMEM_LOG_ERR("RPMEM_TIMEOUT: invalid value '%s', ignored", v);
+  }
+  return s;
+}
+
+std::string Settings::next_cmd() const {
+  unsigned i = g_cmd_index.fetch_add(1, std::memory_order_relaxed);
+  return cmds[i % cmds.size()];
+}
+
+void init_logging_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char *lvl = std::getenv("RPMEM_LOG_LEVEL");
+    if (!lvl) return;
+    int n = std::atoi(lvl);
+    if (n <= 0) return;
+    auto level = n >= 5 ? log::Level::kDebug : static_cast<log::Level>(n);
+    std::string file;
+    if (const char *f = std::getenv("RPMEM_LOG_FILE"); f && *f) {
+      file = f;
+      if (file.back() == '-') file += std::to_string(getpid());
+    }
+    if (file.empty() || !log::configure(level, log::Sink::kFile, file, "librpmem"))
+      log::configure(level, log::Sink::kStderr, {}, "librpmem");
+  });
+}
+
+}  // namespace rpmem

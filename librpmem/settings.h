@@ -1,0 +1,39 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Settings: what the environment tells the library (RPMEM_SSH, RPMEM_CMD,
+// RPMEM_MAX_NLANES, RPMEM_WORK_QUEUE_SIZE, RPMEM_ENABLE_VERBS,
+// RPMEM_ENABLE_SOCKETS, RPMEM_TIMEOUT), read at each create/open/remove, and
+// the logging variables (RPMEM_LOG_LEVEL, RPMEM_LOG_FILE), read once.
+#ifndef RPMEM_LIBRPMEM_SETTINGS_H
+#define RPMEM_LIBRPMEM_SETTINGS_H
+
+#include <chrono>
+#include <climits>
+#include <string>
+#include <vector>
+
+namespace rpmem {
+
+struct Settings {
+  std::string ssh = "ssh";
+  std::vector<std::string> cmds{"rpmemd"};  // RPMEM_CMD split at '|'
+  unsigned max_nlanes = UINT_MAX;
+  unsigned work_queue_size = 50;
+  bool enable_verbs = true;
+  bool enable_sockets = true;
+  // Bound on every data-path wait; control-channel waits get kControlFactor
+  // times as long (starting ssh and rpmemd, creating a pool).
+  std::chrono::milliseconds timeout{5000};
+  static constexpr int kControlFactor = 6;
+
+  static Settings from_env();
+  std::chrono::milliseconds control_timeout() const { return timeout * kControlFactor; }
+  // The next RPMEM_CMD entry, round robin over the process (thread-safe).
+  std::string next_cmd() const;
+};
+
+// Applies RPMEM_LOG_LEVEL / RPMEM_LOG_FILE, once per process.
+void init_logging_once();
+
+}  // namespace rpmem
+
+#endif  // RPMEM_LIBRPMEM_SETTINGS_H

@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Parsing of target strings.
+#include "librpmem/target_address.h"
+
+#include <algorithm>
+
+namespace rpmem {
+
+std::string TargetAddress::ssh_destination() const {
+  return user.empty() ? host : user + "@" + host;
+}
+
+Result<TargetAddress> parse_target(std::string_view target) {
+  TargetAddress t;
+  std::string_view rest = target;
+  if (auto at = rest.find('@'); at != std::string_view::npos) {
+    t.user = std::string(rest.substr(0, at));
+    rest.remove_prefix(at + 1);
+  }
+  if (!rest.empty() && rest.front() == '[') {
+    auto close = rest.find(']');
+    if (close == std::string_view::npos)
+      return Error{errc(EINVAL), "invalid target '" + std::string(target) + "': missing ']'"};
+    t.host = std::string(rest.substr(1, close - 1));
+    rest.remove_prefix(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':')
+        return Error{errc(EINVAL), "invalid target '" + std::string(target) + "'"};
+      t.port = std::string(rest.substr(1));
+    }
+  } else if (std::count(rest.begin(), rest.end(), ':') == 1) {
+    auto colon = rest.find(':');
+    t.host = std::string(rest.substr(0, colon));
+    t.port = std::string(rest.substr(colon + 1));
+  } else {
+    t.host = std::string(rest);
+  }
+  if (t.host.empty())
+    return Error{errc(EINVAL), "invalid target '" + std::string(target) + "': empty host"};
+  return t;
+}
+
+Result<uint16_t> port_number(const std::string &port) {
+  if (port.empty() || port.find_first_not_of("-0123456789") != std::string::npos ||
+      port.find('-', 1) != std::string::npos)
+    return Error{errc(EINVAL), "invalid port number -- '" + port + "'"};
+  if (port[0] == '-' || port.find_first_not_of('0') == std::string::npos)
+    return Error{errc(EINVAL), "port number must be positive"};
+  if (port.size() > 5 || std::stoul(port) > 65535)
+    return Error{errc(EINVAL), "port number too large"};
+  return static_cast<uint16_t>(std::stoul(port));
+}
+
+}  // namespace rpmem
