@@ -23,11 +23,16 @@ std::string g_ident = "rpmem";
 
 int syslog_priority(Level level) {
   switch (level) {
-    case Level::kErr: return LOG_ERR;
-    case Level::kWarn: return LOG_WARNING;
-    case Level::kNotice: return LOG_NOTICE;
-    case Level::kInfo: return LOG_INFO;
-    default: return LOG_DEBUG;
+    case Level::kErr:
+      return LOG_ERR;
+    case Level::kWarn:
+      return LOG_WARNING;
+    case Level::kNotice:
+      return LOG_NOTICE;
+    case Level::kInfo:
+      return LOG_INFO;
+    default:
+      return LOG_DEBUG;
   }
 }
 
@@ -44,12 +49,18 @@ std::optional<Level> parse_level(std::string_view name) {
 
 const char *level_name(Level level) {
   switch (level) {
-    case Level::kErr: return "err";
-    case Level::kWarn: return "warn";
-    case Level::kNotice: return "notice";
-    case Level::kInfo: return "info";
-    case Level::kDebug: return "debug";
-    default: return "none";
+    case Level::kErr:
+      return "err";
+    case Level::kWarn:
+      return "warn";
+    case Level::kNotice:
+      return "notice";
+    case Level::kInfo:
+      return "info";
+    case Level::kDebug:
+      return "debug";
+    default:
+      return "none";
   }
 }
 
@@ -80,15 +91,16 @@ void write(Level level, const char *fmt, ...) {
   va_end(ap);
   // No tabs in log lines: indentation is four spaces.
   std::string text;
-  for (const char *p = msg; *p; ++p) text += (*p == '\t') ? std::string(4, ' ') : std::string(1, *p);
+  for (const char *p = msg; *p; ++p)
+    text += (*p == '\t') ? std::string(4, ' ') : std::string(1, *p);
 
   std::lock_guard lock(g_mu);
   if (g_sink == Sink::kSyslog) {
     syslog(syslog_priority(level), "%s", text.c_str());
     return;
   }
-  std::string line = g_ident + "[" + std::to_string(getpid()) + "]: <" + level_name(level) +
-                     "> " + text + "\n";
+  std::string line =
+      g_ident + "[" + std::to_string(getpid()) + "]: <" + level_name(level) + "> " + text + "\n";
   ssize_t off = 0;
   while (off < static_cast<ssize_t>(line.size())) {
     ssize_t n = ::write(g_fd, line.data() + off, line.size() - off);

@@ -34,10 +34,10 @@ void write(Level level, const char *fmt, ...) __attribute__((format(printf, 2, 3
 
 }  // namespace rpmem::log
 
-#define RPMEM_LOG(level, ...)                                                 \
-  do {                                                                        \
-    if (::rpmem::log::enabled(::rpmem::log::Level::level))                    \
-      ::rpmem::log::write(::rpmem::log::Level::level, __VA_ARGS__);           \
+#define RPMEM_LOG(level, ...)                                       \
+  do {                                                              \
+    if (::rpmem::log::enabled(::rpmem::log::Level::level))          \
+      ::rpmem::log::write(::rpmem::log::Level::level, __VA_ARGS__); \
   } while (0)
 #define RPMEM_LOG_ERR(...) RPMEM_LOG(kErr, __VA_ARGS__)
 #define RPMEM_LOG_WARN(...) RPMEM_LOG(kWarn, __VA_ARGS__)

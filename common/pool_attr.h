@@ -9,8 +9,8 @@
 
 namespace rpmem {
 
-inline constexpr size_t kPoolHdrSize = 4096;     // header bytes at the start of a pool
-inline constexpr size_t kMinPool = 8 * 1024;      // RPMEM_MIN_POOL
+inline constexpr size_t kPoolHdrSize = 4096;         // header bytes at the start of a pool
+inline constexpr size_t kMinPool = 8 * 1024;         // RPMEM_MIN_POOL
 inline constexpr size_t kMinPart = 2 * 1024 * 1024;  // RPMEM_MIN_PART
 
 struct PoolAttr {

@@ -136,15 +136,24 @@ const char *status_message(Status s) {
 
 Status errno_to_status(int err) {
   switch (err) {
-    case 0: return Status::kSuccess;
-    case EEXIST: return Status::kExists;
-    case EACCES: return Status::kNoAccess;
-    case ENOENT: return Status::kNoExist;
-    case EWOULDBLOCK: return Status::kBusy;
-    case EBADF: return Status::kBadName;
-    case EINVAL: return Status::kPoolCfg;
-    case EFBIG: return Status::kBadSize;
-    default: return Status::kFatal;
+    case 0:
+      return Status::kSuccess;
+    case EEXIST:
+      return Status::kExists;
+    case EACCES:
+      return Status::kNoAccess;
+    case ENOENT:
+      return Status::kNoExist;
+    case EWOULDBLOCK:
+      return Status::kBusy;
+    case EBADF:
+      return Status::kBadName;
+    case EINVAL:
+      return Status::kPoolCfg;
+    case EFBIG:
+      return Status::kBadSize;
+    default:
+      return Status::kFatal;
   }
 }
 
@@ -270,8 +279,7 @@ std::optional<PoolRequest> decode_pool_request(std::span<const uint8_t> payload)
   m.attr = r.attr();
   uint16_t name_len = r.u16();
   uint16_t reserved2 = r.u16();
-  if (!r.ok() || reserved != 0 || reserved2 != 0 || name_len == 0 ||
-      name_len > kMaxPoolSetName)
+  if (!r.ok() || reserved != 0 || reserved2 != 0 || name_len == 0 || name_len > kMaxPoolSetName)
     return std::nullopt;
   m.pool_set.resize(name_len);
   r.raw(m.pool_set.data(), name_len);
@@ -374,8 +382,7 @@ std::optional<DataRequest> decode_data_request(std::span<const uint8_t> b) {
   uint8_t op = b[0];
   if (op < static_cast<uint8_t>(DataOp::kPersist) || op > static_cast<uint8_t>(DataOp::kRead))
     return std::nullopt;
-  if ((b[1] & ~kDataRelaxed) != 0 || load_le(b.data() + 2, 2) != 0 ||
-      load_le(b.data() + 4, 4) != 0)
+  if ((b[1] & ~kDataRelaxed) != 0 || load_le(b.data() + 2, 2) != 0 || load_le(b.data() + 4, 4) != 0)
     return std::nullopt;
   DataRequest m;
   m.op = static_cast<DataOp>(op);

@@ -15,6 +15,8 @@
 #ifndef RPMEM_COMMON_PROTO_H
 #define RPMEM_COMMON_PROTO_H
 
+#include "common/pool_attr.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -22,8 +24,6 @@
 #include <span>
 #include <string>
 #include <vector>
-
-#include "common/pool_attr.h"
 
 namespace rpmem::proto {
 
@@ -115,7 +115,7 @@ struct PoolResponse {  // kPoolResp
   uint32_t pool_flags = 0;   // kPoolHasHeaders
   uint64_t remote_size = 0;  // net size of the remote pool
   Secret secret{};
-  PoolAttr attr{};  // kOpen: the stored attributes
+  PoolAttr attr{};      // kOpen: the stored attributes
   Bytes provider_data;  // transport specific (verbs: rkey, address)
 };
 

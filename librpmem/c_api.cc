@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The C ABI of librpmem.so.1: argument checks, errno, and the one place
 // where C++ meets extern "C". No exception crosses this file.
+#include "librpmem/errormsg.h"
+#include "librpmem/pool.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,8 +13,6 @@
 #include <new>
 
 #include "librpmem.h"
-#include "librpmem/errormsg.h"
-#include "librpmem/pool.h"
 
 struct rpmem_pool {
   std::unique_ptr<rpmem::Pool> pool;
@@ -60,9 +61,9 @@ bool check_pool_args(const char *target, const char *pool_set_name, void *pool_a
   return true;
 }
 
-RPMEMpool *connect(const char *target, const char *pool_set_name, void *pool_addr,
-                   size_t pool_size, unsigned *nlanes, bool create,
-                   const rpmem_pool_attr *create_attr, rpmem_pool_attr *open_attr) {
+RPMEMpool *connect(const char *target, const char *pool_set_name, void *pool_addr, size_t pool_size,
+                   unsigned *nlanes, bool create, const rpmem_pool_attr *create_attr,
+                   rpmem_pool_attr *open_attr) {
   if (!check_pool_args(target, pool_set_name, pool_addr, pool_size, nlanes)) return nullptr;
   try {
     rpmem::PoolArgs args;
@@ -72,7 +73,8 @@ RPMEMpool *connect(const char *target, const char *pool_set_name, void *pool_add
     args.size = pool_size;
     args.nlanes = *nlanes;
     args.create = create;
-    if (create_attr) std::memcpy(static_cast<void *>(&args.create_attr), create_attr, sizeof(*create_attr));
+    if (create_attr)
+      std::memcpy(static_cast<void *>(&args.create_attr), create_attr, sizeof(*create_attr));
     auto rpp = std::make_unique<rpmem_pool>();
     unsigned granted = 0;
     rpmem::PoolAttr attr;

@@ -2,11 +2,11 @@
 // The thread-local error message buffer.
 #include "librpmem/errormsg.h"
 
+#include "common/log.h"
+
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
-
-#include "common/log.h"
 
 namespace rpmem {
 namespace {

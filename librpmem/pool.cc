@@ -3,12 +3,12 @@
 // the lanes.
 #include "librpmem/pool.h"
 
+#include "common/log.h"
+#include "librpmem/errormsg.h"
+
 #include <sys/wait.h>
 
 #include <cstring>
-
-#include "common/log.h"
-#include "librpmem/errormsg.h"
 
 namespace rpmem {
 namespace {
@@ -40,8 +40,7 @@ uint32_t client_transports(const Settings &s) {
 
 }  // namespace
 
-Pool::Pool(Settings settings, std::unique_ptr<SshChannel> channel, const uint8_t *base,
-           size_t size)
+Pool::Pool(Settings settings, std::unique_ptr<SshChannel> channel, const uint8_t *base, size_t size)
     : settings_(std::move(settings)), channel_(std::move(channel)), base_(base), size_(size) {}
 
 Pool::~Pool() = default;
@@ -82,8 +81,8 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   if (args.create) req.attr = args.create_attr;
   if (req.pool_set.size() > proto::kMaxPoolSetName)
     return fail(EINVAL, proto::status_message(proto::Status::kBadName));
-  if (auto ec = ch.send(proto::encode(args.create ? MsgType::kCreate : MsgType::kOpen, req),
-                        ctl_timeout))
+  if (auto ec =
+          ch.send(proto::encode(args.create ? MsgType::kCreate : MsgType::kOpen, req), ctl_timeout))
     return oob_failure(ec, ch);
   if (auto ec = ch.recv(MsgType::kPoolResp, payload, ctl_timeout)) return oob_failure(ec, ch);
   auto resp = proto::decode_pool_response(payload);
@@ -260,7 +259,8 @@ int Pool::close() noexcept try {
   return ENOMEM;
 }
 
-int Pool::remove(const std::string &target_str, const std::string &pool_set, int flags) noexcept try {
+int Pool::remove(const std::string &target_str, const std::string &pool_set, int flags) noexcept
+    try {
   init_logging_once();
   auto target = parse_target(target_str);
   if (!target) return fail(EINVAL, target.error().message + ": parsing target node address failed");

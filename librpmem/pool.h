@@ -12,16 +12,16 @@
 #ifndef RPMEM_LIBRPMEM_POOL_H
 #define RPMEM_LIBRPMEM_POOL_H
 
+#include "common/pool_attr.h"
+#include "common/transport/transport.h"
+#include "librpmem/settings.h"
+#include "librpmem/ssh_channel.h"
+
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include "common/pool_attr.h"
-#include "common/transport/transport.h"
-#include "librpmem/settings.h"
-#include "librpmem/ssh_channel.h"
 
 namespace rpmem {
 

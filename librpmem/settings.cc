@@ -2,14 +2,14 @@
 // Reading the library's environment variables.
 #include "librpmem/settings.h"
 
+#include "common/log.h"
+
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <mutex>
-
-#include "common/log.h"
 
 namespace rpmem {
 namespace {

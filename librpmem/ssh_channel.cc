@@ -2,6 +2,9 @@
 // Starting ssh and talking to rpmemd through it.
 #include "librpmem/ssh_channel.h"
 
+#include "common/log.h"
+#include "common/transport/tcp/socket_io.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -10,9 +13,6 @@
 #include <unistd.h>
 
 #include <thread>
-
-#include "common/log.h"
-#include "common/transport/tcp/socket_io.h"
 
 extern char **environ;
 

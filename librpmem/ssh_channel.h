@@ -8,17 +8,17 @@
 #ifndef RPMEM_LIBRPMEM_SSH_CHANNEL_H
 #define RPMEM_LIBRPMEM_SSH_CHANNEL_H
 
+#include "common/error.h"
+#include "common/proto.h"
+#include "librpmem/settings.h"
+#include "librpmem/target_address.h"
+
 #include <sys/types.h>
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include "common/error.h"
-#include "common/proto.h"
-#include "librpmem/settings.h"
-#include "librpmem/target_address.h"
 
 namespace rpmem {
 

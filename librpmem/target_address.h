@@ -5,11 +5,11 @@
 #ifndef RPMEM_LIBRPMEM_TARGET_ADDRESS_H
 #define RPMEM_LIBRPMEM_TARGET_ADDRESS_H
 
+#include "common/error.h"
+
 #include <cstdint>
 #include <string>
 #include <string_view>
-
-#include "common/error.h"
 
 namespace rpmem {
 

@@ -1,2 +1,36 @@
 // SPDX-License-Identifier: BSD-3-Clause
-int main() { return 0; }
+// rpmemd: the target daemon. Parses its options, then runs the Daemon.
+#include "common/error.h"
+#include "common/log.h"
+#include "rpmemd/config.h"
+#include "rpmemd/daemon.h"
+
+#include <signal.h>
+
+#include <cstdio>
+
+int main(int argc, char *argv[]) {
+  ::signal(SIGPIPE, SIG_IGN);
+  rpmem::log::configure(rpmem::log::Level::kErr, rpmem::log::Sink::kStderr, {}, "rpmemd");
+  rpmemd::Config config;
+  try {
+    rpmemd::parse_config(argc, argv, rpmemd::ConfigEnv::from_process(), config);
+    if (config.help) {
+      std::fprintf(stderr, "%s\n", rpmemd::usage_text(argv[0]).c_str());
+      return 0;
+    }
+    if (config.version) {
+      std::fprintf(stderr, "%s\n", rpmemd::version_text().c_str());
+      return 0;
+    }
+    return rpmemd::Daemon(config).run();
+  } catch (const rpmem::SetupError &e) {
+    RPMEM_LOG_ERR("%s", e.what());
+    rpmemd::send_hello(e.code().value());  // the client reports this errno
+    return 1;
+  } catch (const std::exception &e) {
+    RPMEM_LOG_ERR("%s", e.what());
+    rpmemd::send_hello(EREMOTEIO);
+    return 1;
+  }
+}

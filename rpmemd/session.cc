@@ -1,3 +1,276 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// rpmemd session: placeholder.
-namespace rpmemd {}
+// One client session of rpmemd.
+#include "rpmemd/session.h"
+
+#include "common/log.h"
+
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace rpmemd {
+
+using rpmem::errc;
+using rpmem::proto::MsgType;
+using rpmem::proto::Status;
+
+namespace {
+
+constexpr unsigned kMaxLanes = 1024;
+
+// Lanes the file descriptor limit leaves room for (one descriptor each).
+unsigned lanes_fd_budget() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return kMaxLanes;
+  long budget = static_cast<long>(rl.rlim_cur) - 64;
+  return budget < 1 ? 0 : static_cast<unsigned>(std::min<long>(budget, kMaxLanes));
+}
+
+bool random_secret(proto::Secret &s) {
+  size_t got = 0;
+  while (got < s.size()) {
+    ssize_t n = ::getrandom(s.data() + got, s.size() - got, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    got += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+// What the transport sees of the pool: the range the client asked for.
+class Session::PoolView final : public rpmem::transport::TargetPool {
+ public:
+  PoolView(MappedPool &pool, size_t size) : pool_(pool), size_(size) {}
+  uint8_t *base() const noexcept override { return pool_.base(); }
+  size_t size() const noexcept override { return size_; }
+  size_t writable_from() const noexcept override {
+    return pool_.has_headers() ? rpmem::kPoolHdrSize : 0;
+  }
+  std::error_code persist(size_t offset, size_t length, bool deep) noexcept override {
+    return pool_.persist(offset, length, deep);
+  }
+
+ private:
+  MappedPool &pool_;
+  size_t size_;
+};
+
+Session::Session(PoolStore &store, ControlIo &io, SessionParams params, int signal_fd)
+    : store_(store), io_(io), params_(std::move(params)), signal_fd_(signal_fd) {
+  fatal_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  if (signal_fd_ >= 0) io_.add_wake_fd(signal_fd_);
+  if (fatal_fd_ >= 0) io_.add_wake_fd(fatal_fd_);
+}
+
+Session::~Session() {
+  release(false);
+  if (fatal_fd_ >= 0) ::close(fatal_fd_);
+}
+
+void Session::release(bool remove) noexcept {
+  if (target_) target_->stop();
+  target_.reset();
+  view_.reset();
+  if (!pool_) return;
+  if (remove) {
+    if (auto ec = pool_->remove_parts())
+      RPMEM_LOG_ERR("removing the pool failed: %s", ec.message().c_str());
+  }
+  pool_.reset();  // durable, unmapped, unlocked
+}
+
+void Session::log_policy() const {
+  // APM needs RDMA reads; over tcp every persist goes through this daemon.
+  RPMEM_LOG_NOTICE("persistency policy:");
+  RPMEM_LOG_NOTICE("\tpersist method: General Purpose Server Persistency Method");
+  RPMEM_LOG_NOTICE("\tpersist flush: %s", pool_->is_pmem() ? "pmem_persist" : "pmem_msync");
+}
+
+Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
+                               proto::PoolResponse &resp) {
+  const bool create = type == MsgType::kCreate;
+  if (pool_) return Status::kFatal;  // one pool per session
+  if (req.major != proto::kMajor) return Status::kBadProto;
+  if (req.nlanes == 0) return Status::kBadNlanes;
+  const uint32_t tcp = proto::transport_bit(proto::TransportKind::kTcp);
+  if ((req.transports & params_.transports & tcp) == 0) return Status::kProvNoSup;
+
+  rpmem::PoolAttr attr = req.attr;
+  std::error_code ec;
+  if (create) {
+    ec = store_.create(req.pool_set, attr.is_zero() ? nullptr : &attr, pool_);
+  } else {
+    ec = store_.open(req.pool_set, pool_, attr);
+  }
+  if (ec) {
+    RPMEM_LOG_ERR("%s '%s' failed: %s", create ? "create" : "open", req.pool_set.c_str(),
+                  ec.message().c_str());
+    return proto::errno_to_status(ec.value());
+  }
+  created_ = create;
+  auto undo = [&](Status s) {
+    release(create);
+    return s;
+  };
+  if (pool_->size() < rpmem::kMinPool) {
+    RPMEM_LOG_ERR("pool '%s': net size %zu below the minimum", req.pool_set.c_str(), pool_->size());
+    return undo(Status::kPoolCfg);
+  }
+  if (pool_->size() < req.pool_size) {
+    RPMEM_LOG_ERR("pool '%s': net size %zu smaller than requested %llu", req.pool_set.c_str(),
+                  pool_->size(), static_cast<unsigned long long>(req.pool_size));
+    return undo(Status::kBadSize);
+  }
+  unsigned nlanes = std::min({req.nlanes, kMaxLanes, lanes_fd_budget()});
+  if (nlanes == 0) {
+    RPMEM_LOG_ERR("no file descriptors left for lanes (RLIMIT_NOFILE)");
+    return undo(Status::kBadNlanes);
+  }
+  if (!random_secret(resp.secret)) return undo(Status::kFatal);
+
+  view_ = std::make_unique<PoolView>(*pool_, req.pool_size);
+  rpmem::transport::TargetParams tp;
+  tp.listen_address = params_.listen_address;
+  tp.secret = resp.secret;
+  tp.max_lanes = nlanes;
+  const int fatal_fd = fatal_fd_;
+  tp.on_fatal = [fatal_fd](const std::string &) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(fatal_fd, &one, sizeof(one));
+  };
+  try {
+    target_ = rpmem::transport::make_target(proto::TransportKind::kTcp, *view_, tp);
+  } catch (const std::exception &e) {
+    RPMEM_LOG_ERR("%s", e.what());
+    return undo(Status::kFatalConn);
+  }
+  resp.nlanes = nlanes;
+  resp.port = target_->port();
+  resp.transport = proto::TransportKind::kTcp;
+  resp.method = proto::PersistMethod::kGpspm;
+  resp.pool_flags = pool_->has_headers() ? proto::kPoolHasHeaders : 0;
+  resp.remote_size = pool_->size();
+  resp.attr = create ? rpmem::PoolAttr{} : attr;
+  resp.provider_data = target_->provider_data();
+  RPMEM_LOG_NOTICE("%s '%s': size %zu, %u lanes, data port %u", create ? "created" : "opened",
+                   req.pool_set.c_str(), pool_->size(), nlanes, resp.port);
+  log_policy();
+  return Status::kSuccess;
+}
+
+std::error_code Session::handle_pool_request(MsgType type, const proto::Bytes &payload,
+                                             SessionEnd &end) {
+  auto req = proto::decode_pool_request(payload);
+  if (!req) {
+    RPMEM_LOG_ERR("malformed %s request", type == MsgType::kCreate ? "create" : "open");
+    return errc(EPROTO);
+  }
+  RPMEM_LOG_INFO("%s request: pool set '%s', size %llu, %u lanes",
+                 type == MsgType::kCreate ? "create" : "open", req->pool_set.c_str(),
+                 static_cast<unsigned long long>(req->pool_size), req->nlanes);
+  proto::PoolResponse resp;
+  resp.status = open_or_create(type, *req, resp);
+  if (auto ec = io_.write_all(proto::encode(resp))) return ec;
+  if (resp.status != Status::kSuccess) {
+    end = SessionEnd::kRequestFailed;
+    return {};
+  }
+  target_->start();
+  return {};
+}
+
+std::error_code Session::handle_set_attr(const proto::Bytes &payload) {
+  auto req = proto::decode_set_attr(payload);
+  if (!req) {
+    RPMEM_LOG_ERR("malformed set_attr request");
+    return errc(EPROTO);
+  }
+  Status status = Status::kFatal;
+  if (pool_) {
+    auto ec = pool_->set_attr(req->attr.is_zero() ? nullptr : &req->attr);
+    if (ec) RPMEM_LOG_ERR("set_attr failed: %s", ec.message().c_str());
+    status = proto::errno_to_status(ec.value());
+  } else {
+    RPMEM_LOG_ERR("set_attr before create/open");
+  }
+  return io_.write_all(proto::encode(MsgType::kSetAttrResp, proto::StatusResponse{status}));
+}
+
+std::error_code Session::handle_close(const proto::Bytes &payload) {
+  auto req = proto::decode_close(payload);
+  if (!req) {
+    RPMEM_LOG_ERR("malformed close request");
+    return errc(EPROTO);
+  }
+  Status status = pool_ ? Status::kSuccess : Status::kFatal;
+  release(created_ && (req->flags & proto::kCloseRemove));
+  RPMEM_LOG_NOTICE("pool closed");
+  return io_.write_all(proto::encode(MsgType::kCloseResp, proto::StatusResponse{status}));
+}
+
+SessionEnd Session::run() noexcept try {
+  proto::Bytes payload;
+  for (;;) {
+    proto::FrameHeader hdr{};
+    int woken = -1;
+    std::error_code ec = io_.read_frame(hdr, payload, woken);
+    if (ec == std::errc::interrupted) {
+      if (woken == signal_fd_) {
+        RPMEM_LOG_NOTICE("signal received: making the pool durable and exiting");
+        release(false);
+        return SessionEnd::kSignal;
+      }
+      RPMEM_LOG_ERR("a data lane failed: ending the session");
+      release(false);
+      return SessionEnd::kFatal;
+    }
+    if (ec == std::errc::connection_reset) {
+      RPMEM_LOG_NOTICE("client disconnected");
+      release(false);
+      return SessionEnd::kDisconnected;
+    }
+    if (ec) {
+      RPMEM_LOG_ERR("control channel: %s", ec.message().c_str());
+      release(false);
+      return SessionEnd::kFatal;
+    }
+    SessionEnd end = SessionEnd::kClosed;
+    bool done = false;
+    switch (hdr.type) {
+      case MsgType::kCreate:
+      case MsgType::kOpen:
+        ec = handle_pool_request(hdr.type, payload, end);
+        done = end == SessionEnd::kRequestFailed;
+        break;
+      case MsgType::kSetAttr:
+        ec = handle_set_attr(payload);
+        break;
+      case MsgType::kClose:
+        ec = handle_close(payload);
+        done = true;
+        break;
+      default:
+        RPMEM_LOG_ERR("unexpected message type %u", static_cast<unsigned>(hdr.type));
+        ec = errc(EPROTO);
+    }
+    if (ec) {
+      RPMEM_LOG_ERR("control channel: %s", ec.message().c_str());
+      release(false);
+      return SessionEnd::kFatal;
+    }
+    if (done) return end;
+  }
+} catch (const std::exception &e) {
+  RPMEM_LOG_ERR("session failed: %s", e.what());
+  release(false);
+  return SessionEnd::kFatal;
+}
+
+}  // namespace rpmemd

@@ -7,6 +7,9 @@
 #ifndef RPMEM_COMMON_TRANSPORT_TRANSPORT_H
 #define RPMEM_COMMON_TRANSPORT_TRANSPORT_H
 
+#include "common/error.h"
+#include "common/proto.h"
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -15,9 +18,6 @@
 #include <string>
 #include <system_error>
 #include <vector>
-
-#include "common/error.h"
-#include "common/proto.h"
 
 namespace rpmem::transport {
 

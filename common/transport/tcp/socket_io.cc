@@ -2,6 +2,8 @@
 // Bounded socket I/O: try the call first, poll only when it would block.
 #include "common/transport/tcp/socket_io.h"
 
+#include "common/error.h"
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -10,8 +12,6 @@
 
 #include <cerrno>
 #include <chrono>
-
-#include "common/error.h"
 
 namespace rpmem::transport::tcp {
 namespace {

@@ -2,15 +2,15 @@
 // TCP provider, client side.
 #include "common/transport/tcp/tcp_initiator.h"
 
-#include <sys/socket.h>
-#include <unistd.h>
+#include "common/log.h"
+#include "common/transport/tcp/socket_io.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "common/log.h"
-#include "common/transport/tcp/socket_io.h"
+#include <sys/socket.h>
+#include <unistd.h>
 
 namespace rpmem::transport::tcp {
 
@@ -54,8 +54,8 @@ std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req, const 
   if (auto ec = recv_all(fd_, raw, sizeof(raw), timeout_ms_)) return fail(ec);
   auto decoded = proto::decode_data_reply(raw);
   if (!decoded || decoded->op != req.op ||
-      (decoded->length != 0 && (req.op != DataOp::kRead || decoded->status != 0 ||
-                                decoded->length != req.length))) {
+      (decoded->length != 0 &&
+       (req.op != DataOp::kRead || decoded->status != 0 || decoded->length != req.length))) {
     RPMEM_LOG_ERR("data lane: malformed reply");
     return fail(errc(EPROTO));
   }
@@ -69,7 +69,9 @@ std::error_code TcpInitiatorLane::write(DataOp op, uint64_t offset, uint64_t len
                          length};
   proto::DataReply reply;
   if (auto ec = exchange(req, base_ + offset, reply)) return ec;
-  return op == DataOp::kFlush ? std::error_code{} : (reply.status ? errc(static_cast<int>(reply.status)) : std::error_code{});
+  return op == DataOp::kFlush
+             ? std::error_code{}
+             : (reply.status ? errc(static_cast<int>(reply.status)) : std::error_code{});
 }
 
 std::error_code TcpInitiatorLane::drain() noexcept {
@@ -96,8 +98,9 @@ int connect_one(asio::io_context &io, const tcp::resolver::results_type &endpoin
                 std::chrono::milliseconds timeout, std::error_code &ec) {
   tcp::socket sock(io);
   boost::system::error_code result = asio::error::would_block;
-  asio::async_connect(sock, endpoints,
-                      [&](const boost::system::error_code &e, const tcp::endpoint &) { result = e; });
+  asio::async_connect(
+      sock, endpoints,
+      [&](const boost::system::error_code &e, const tcp::endpoint &) { result = e; });
   io.restart();
   io.run_for(timeout);
   if (result == asio::error::would_block) {

@@ -5,11 +5,11 @@
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 
+#include "common/transport/transport.h"
+
 #include <atomic>
 #include <memory>
 #include <vector>
-
-#include "common/transport/transport.h"
 
 namespace rpmem::transport::tcp {
 

@@ -2,19 +2,20 @@
 // TCP provider, target side.
 #include "common/transport/tcp/tcp_target.h"
 
+#include "common/log.h"
+#include "common/transport/tcp/socket_io.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+
 #include <netdb.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ip/v6_only.hpp>
 #include <cstring>
-
-#include "common/log.h"
-#include "common/transport/tcp/socket_io.h"
 
 namespace rpmem::transport::tcp {
 
@@ -104,8 +105,8 @@ std::string peer_name(int fd) {
   socklen_t len = sizeof(ss);
   if (::getpeername(fd, reinterpret_cast<sockaddr *>(&ss), &len) != 0) return "?";
   char host[NI_MAXHOST], serv[NI_MAXSERV];
-  if (::getnameinfo(reinterpret_cast<sockaddr *>(&ss), len, host, sizeof(host), serv,
-                    sizeof(serv), NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+  if (::getnameinfo(reinterpret_cast<sockaddr *>(&ss), len, host, sizeof(host), serv, sizeof(serv),
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0)
     return "?";
   return std::string(host) + ":" + serv;
 }
@@ -151,8 +152,8 @@ TcpTarget::TcpTarget(TargetPool &pool, TargetParams params)
   if (!ec) acceptor.bind(ep, ec);
   if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
-    throw SetupError(ec.value(), "cannot listen on '" + params_.listen_address + "': " +
-                                     ec.message());
+    throw SetupError(ec.value(),
+                     "cannot listen on '" + params_.listen_address + "': " + ec.message());
   port_ = acceptor.local_endpoint().port();
   listen_fd_ = acceptor.release();
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
@@ -168,7 +169,9 @@ TcpTarget::~TcpTarget() {
   ::close(wake_fd_);
 }
 
-void TcpTarget::start() { acceptor_ = std::thread([this] { accept_loop(); }); }
+void TcpTarget::start() {
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
 
 void TcpTarget::stop() noexcept {
   if (stopping_.exchange(true)) return;
@@ -330,7 +333,8 @@ void TcpTarget::lane_loop(int fd, unsigned lane) {
     proto::encode(reply, out);
     iovec iov[2] = {{out, sizeof(out)}, {base + req->offset, reply.length}};
     if (auto serr = send_all(fd, iov, reply.length ? 2 : 1, kWaitForever)) {
-      if (!stopping_.load()) RPMEM_LOG_INFO("lane %u: reply lost: %s", lane, serr.message().c_str());
+      if (!stopping_.load())
+        RPMEM_LOG_INFO("lane %u: reply lost: %s", lane, serr.message().c_str());
       return;
     }
   }

@@ -6,14 +6,14 @@
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 
+#include "common/transport/transport.h"
+
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include "common/transport/transport.h"
 
 namespace rpmem::transport::tcp {
 
@@ -36,7 +36,7 @@ class TcpTarget final : public Target {
   void serve_connection(int fd);  // the lane hello, then the lane loop
   void lane_loop(int fd, unsigned lane);
   void fatal(const std::string &why);
-  bool track(int fd);   // false when stopping
+  bool track(int fd);  // false when stopping
   void untrack(int fd);
 
   TargetPool &pool_;

@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Frame I/O on the daemon's control channel.
+#include "rpmemd/control_io.h"
+
+#include "common/error.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+namespace rpmemd {
+
+using rpmem::errc;
+
+std::error_code ControlIo::read_exact(uint8_t *buf, size_t n, int &woken) {
+  while (n > 0) {
+    std::vector<pollfd> fds{{in_, POLLIN, 0}};
+    for (int w : wake_) fds.push_back({w, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      return rpmem::last_errc();
+    }
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents) {
+        woken = fds[i].fd;
+        return errc(EINTR);
+      }
+    }
+    if (!fds[0].revents) continue;
+    ssize_t r = ::read(in_, buf, n);
+    if (r == 0) return errc(ECONNRESET);
+    if (r < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return rpmem::last_errc();
+    }
+    buf += r;
+    n -= static_cast<size_t>(r);
+  }
+  return {};
+}
+
+std::error_code ControlIo::read_frame(proto::FrameHeader &hdr, proto::Bytes &payload, int &woken) {
+  uint8_t raw[proto::kFrameHeaderSize];
+  if (auto ec = read_exact(raw, sizeof(raw), woken)) return ec;
+  auto h = proto::decode_frame_header(raw);
+  if (!h) return errc(EPROTO);
+  hdr = *h;
+  payload.resize(h->size);  // bounded by kMaxControlPayload
+  return read_exact(payload.data(), payload.size(), woken);
+}
+
+std::error_code ControlIo::write_all(const proto::Bytes &bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t w = ::write(out_, bytes.data() + off, bytes.size() - off);
+    if (w < 0) {
+      if (errno == EINTR || errno == EAGAIN) continue;
+      return errno == EPIPE ? errc(ECONNRESET) : rpmem::last_errc();
+    }
+    off += static_cast<size_t>(w);
+  }
+  return {};
+}
+
+}  // namespace rpmemd

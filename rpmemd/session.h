@@ -1,0 +1,69 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Session: one client, one pool, served over a control channel -- the
+// create/open, set_attr and close requests, and the data-plane target that
+// serves the lanes. As in PMDK, an ssh-mode rpmemd runs one session.
+#ifndef RPMEMD_SESSION_H
+#define RPMEMD_SESSION_H
+
+#include "common/proto.h"
+#include "common/transport/transport.h"
+#include "rpmemd/config.h"
+#include "rpmemd/control_io.h"
+#include "rpmemd/pool_store.h"
+
+#include <memory>
+#include <string>
+
+namespace rpmemd {
+
+// Why a session ended; main turns it into the exit code.
+enum class SessionEnd {
+  kClosed,         // CLOSE served (exit 0)
+  kRequestFailed,  // CREATE/OPEN answered with an error (exit 0, as PMDK)
+  kDisconnected,   // EOF on the control channel (exit 1)
+  kSignal,         // SIGTERM/SIGINT (exit 0)
+  kFatal,          // malformed input or I/O failure (exit 255)
+};
+
+struct SessionParams {
+  std::string listen_address;  // where lanes connect; empty = any
+  uint32_t transports = 0;     // what this daemon offers
+  bool persist_apm = false;
+};
+
+class Session {
+ public:
+  // `signal_fd` becomes readable on SIGTERM/SIGINT (-1: none).
+  Session(PoolStore &store, ControlIo &io, SessionParams params, int signal_fd);
+  ~Session();
+  Session(const Session &) = delete;
+  Session &operator=(const Session &) = delete;
+
+  // Serves requests until the session ends. Never throws.
+  SessionEnd run() noexcept;
+
+ private:
+  class PoolView;
+  std::error_code handle_pool_request(proto::MsgType type, const proto::Bytes &payload,
+                                      SessionEnd &end);
+  proto::Status open_or_create(proto::MsgType type, const proto::PoolRequest &req,
+                               proto::PoolResponse &resp);
+  std::error_code handle_set_attr(const proto::Bytes &payload);
+  std::error_code handle_close(const proto::Bytes &payload);
+  void release(bool remove) noexcept;  // stops the lanes, closes the pool
+  void log_policy() const;
+
+  PoolStore &store_;
+  ControlIo &io_;
+  SessionParams params_;
+  int signal_fd_;
+  int fatal_fd_ = -1;  // eventfd: a lane saw malformed input
+  std::unique_ptr<MappedPool> pool_;
+  std::unique_ptr<PoolView> view_;
+  std::unique_ptr<rpmem::transport::Target> target_;
+  bool created_ = false;
+};
+
+}  // namespace rpmemd
+
+#endif  // RPMEMD_SESSION_H
