@@ -131,7 +131,7 @@ PoolMapping::PoolMapping(PoolSet set) : set_(std::move(set)) {
 
 PoolMapping::~PoolMapping() {
   if (base_ != nullptr && ::msync(base_, size_, MS_SYNC) != 0)
-    RPMEM_LOG_ERR("msync of the pool on close failed: %s", std::strerror(errno));
+    RPMEM_LOG_ERR("msync of the pool on close failed: %s", last_errc().message().c_str());
   unmap();
   close_fds();
 }
@@ -166,7 +166,7 @@ std::error_code PoolMapping::open_part(Part &part, bool create, bool check_hdr_z
     if (r != 0) {
       RPMEM_LOG_ERR("cannot allocate %llu bytes for part '%s': %s",
                     static_cast<unsigned long long>(part.size), part.path.c_str(),
-                    std::strerror(r));
+                    errc(r).message().c_str());
       return errc(r);
     }
     return {};
@@ -370,7 +370,7 @@ std::error_code PoolMapping::persist(size_t offset, size_t len, bool deep) noexc
   }
   // pmem_msync aligns the range down to a page boundary itself.
   if (pmem_msync(addr, len) != 0) {
-    RPMEM_LOG_ERR("msync of [%zu, +%zu) failed: %s", offset, len, std::strerror(errno));
+    RPMEM_LOG_ERR("msync of [%zu, +%zu) failed: %s", offset, len, last_errc().message().c_str());
     return errc(EIO);
   }
   return {};

@@ -108,31 +108,47 @@ std::error_code unlink_locked(const std::string &path) {
 
 PoolStore::PoolStore(std::string dir) : dir_(std::move(dir)) {}
 
-std::error_code PoolStore::resolve(std::string_view name, std::string &path) const noexcept {
-  if (!lexically_confined(name)) {
-    RPMEM_LOG_ERR("pool set name '%.*s' is absolute or leaves the pool set directory",
-                  static_cast<int>(name.size()), name.data());
+std::error_code PoolStore::resolve(std::string_view name, ResolvedName &out) const {
+  auto refuse = [&](const char *why) {
+    RPMEM_LOG_ERR("pool set name '%.*s' %s", static_cast<int>(name.size()), name.data(), why);
     return errc(kBadName);
-  }
+  };
+  if (!lexically_confined(name)) return refuse("is absolute or leaves the pool set directory");
   std::string root;
   if (auto ec = real_path(dir_, root)) return ec;
-  if (auto ec = real_path(root + "/" + std::string(name), path)) return ec;
-  bool inside =
-      root == "/" || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
-                      path[root.size()] == '/');
-  if (!inside) {
-    RPMEM_LOG_ERR("pool set name '%.*s' resolves outside the pool set directory",
-                  static_cast<int>(name.size()), name.data());
-    return errc(kBadName);
+  auto below_root = [&](const std::string &p, bool or_root) {
+    if (p == root) return or_root;
+    return root == "/" || (p.size() > root.size() && p.compare(0, root.size(), root) == 0 &&
+                           p[root.size()] == '/');
+  };
+
+  // The directory holding the entry must itself be inside: a name that goes
+  // out through a symlinked directory and comes back is refused too.
+  std::string_view n = name;
+  while (n.size() > 1 && n.back() == '/') n.remove_suffix(1);
+  size_t slash = n.rfind('/');
+  std::string_view base = slash == std::string_view::npos ? n : n.substr(slash + 1);
+  std::string parent;
+  if (slash == std::string_view::npos) {
+    parent = root;
+  } else if (auto ec = real_path(root + "/" + std::string(n.substr(0, slash)), parent)) {
+    return ec;
   }
+  if (!below_root(parent, true)) return refuse("resolves outside the pool set directory");
+
+  if (auto ec = real_path(root + "/" + std::string(name), out.path)) return ec;
+  if (!below_root(out.path, false)) return refuse("resolves outside the pool set directory");
+  out.entry =
+      (base.empty() || base == "." || base == "..") ? out.path : parent + "/" + std::string(base);
   return {};
 }
 
 std::error_code PoolStore::create(std::string_view name, const rpmem::PoolAttr *attr,
                                   std::unique_ptr<MappedPool> &out) noexcept {
   try {
-    std::string path;
-    if (auto ec = resolve(name, path)) return ec;
+    ResolvedName resolved;
+    if (auto ec = resolve(name, resolved)) return ec;
+    const std::string &path = resolved.path;
     PoolSet set;
     if (auto ec = load_set(path, set)) return ec;
 
@@ -167,8 +183,9 @@ std::error_code PoolStore::create(std::string_view name, const rpmem::PoolAttr *
 std::error_code PoolStore::open(std::string_view name, std::unique_ptr<MappedPool> &out,
                                 rpmem::PoolAttr &attr_out) noexcept {
   try {
-    std::string path;
-    if (auto ec = resolve(name, path)) return ec;
+    ResolvedName resolved;
+    if (auto ec = resolve(name, resolved)) return ec;
+    const std::string &path = resolved.path;
     PoolSet set;
     if (auto ec = load_set(path, set)) return ec;
 
@@ -189,13 +206,13 @@ std::error_code PoolStore::open(std::string_view name, std::unique_ptr<MappedPoo
 
 std::error_code PoolStore::remove(std::string_view name, bool force, bool remove_poolset) noexcept {
   try {
-    std::string path;
-    std::error_code ec = resolve(name, path);
+    ResolvedName resolved;
+    std::error_code ec = resolve(name, resolved);
     if (ec == errc(kBadName)) return ec;
     if (ec) return force ? std::error_code{} : ec;  // the pool set file is not there
 
     PoolSet set;
-    std::error_code parse_ec = load_set(path, set);
+    std::error_code parse_ec = load_set(resolved.path, set);
     if (parse_ec && !force) return parse_ec;
 
     std::error_code first;
@@ -211,7 +228,8 @@ std::error_code PoolStore::remove(std::string_view name, bool force, bool remove
       }
     }
     // PMDK quirk kept: the pool set file goes even when a part could not.
-    if (remove_poolset && ::unlink(path.c_str()) != 0 && !force && !first) first = last_errc();
+    if (remove_poolset && ::unlink(resolved.entry.c_str()) != 0 && !force && !first)
+      first = last_errc();
     return first;
   } catch (const std::bad_alloc &) {
     return errc(ENOMEM);

@@ -85,12 +85,17 @@ class PoolStore {
   const std::string &dir() const noexcept { return dir_; }
 
  private:
-  // Canonical path of pool set file `name`: errc(kBadName) when the name is
-  // absolute, climbs out with "..", or resolves (symlinks followed) outside
-  // realpath(dir_); otherwise realpath's errno (ENOENT, EACCES, ...).
-  // The part paths inside a pool set file are absolute and not confined,
-  // as in PMDK.
-  std::error_code resolve(std::string_view name, std::string &path) const noexcept;
+  struct ResolvedName {
+    std::string path;   // canonical path of the pool set file, for reading it
+    std::string entry;  // the directory entry `name` denotes (a symlink itself,
+                        // not its target), for unlinking it
+  };
+  // Resolves pool set name `name`: errc(kBadName) when it is absolute,
+  // climbs out with "..", or when its directory or the file itself resolves
+  // (symlinks followed) outside realpath(dir_); otherwise realpath's errno
+  // (ENOENT, EACCES, ...). The part paths inside a pool set file are
+  // absolute and not confined, as in PMDK. Throws std::bad_alloc.
+  std::error_code resolve(std::string_view name, ResolvedName &out) const;
 
   std::string dir_;
 };

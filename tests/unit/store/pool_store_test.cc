@@ -604,6 +604,9 @@ TEST_F(PoolStoreTest, NamesAreConfinedToTheDirectory) {
   ASSERT_EQ(::symlink((outside / "evil.set").c_str(), (dir_ / "link.set").c_str()), 0);
   ASSERT_EQ(::symlink(outside.path().c_str(), (dir_ / "outdir").c_str()), 0);
   ASSERT_EQ(::symlink("../outdir/evil.set", (dir_ / "sub/rel.set").c_str()), 0);
+  // Out through a symlinked directory and back in through another symlink.
+  make_set("inside.set", 1);
+  ASSERT_EQ(::symlink((dir_ / "inside.set").c_str(), (outside / "back.set").c_str()), 0);
 
   std::unique_ptr<MappedPool> pool;
   rpmem::PoolAttr attr = obj_like_attr();
@@ -612,7 +615,8 @@ TEST_F(PoolStoreTest, NamesAreConfinedToTheDirectory) {
   for (const std::string &name :
        {std::string(""), outside / "evil.set", std::string("../") + "x.set", std::string(".."),
         std::string("sub/../../x.set"), std::string("./../x.set"), std::string("link.set"),
-        std::string("outdir/evil.set"), std::string("sub/rel.set")}) {
+        std::string("outdir/evil.set"), std::string("sub/rel.set"),
+        std::string("outdir/back.set")}) {
     SCOPED_TRACE(name);
     EXPECT_EQ(store_.create(name, &attr, pool), bad);
     EXPECT_EQ(store_.open(name, pool, got), bad);
@@ -620,6 +624,8 @@ TEST_F(PoolStoreTest, NamesAreConfinedToTheDirectory) {
   }
   EXPECT_FALSE(exists(outside / "e0"));
   EXPECT_TRUE(exists(outside / "evil.set"));
+  EXPECT_TRUE(exists(outside / "back.set"));
+  EXPECT_TRUE(exists(dir_ / "inside.set"));
 }
 
 TEST_F(PoolStoreTest, SubdirectoriesAndInnerSymlinksAreFine) {
@@ -635,7 +641,12 @@ TEST_F(PoolStoreTest, SubdirectoriesAndInnerSymlinksAreFine) {
   pool.reset();
   EXPECT_EQ(store_.open("alias.set", pool, got), std::error_code{});
   pool.reset();
-  EXPECT_EQ(store_.remove("sub/pool.set", false, true), std::error_code{});
+  // Removing through the alias unlinks the alias itself, as PMDK would.
+  EXPECT_EQ(store_.remove("alias.set", false, true), std::error_code{});
+  EXPECT_FALSE(exists(dir_ / "alias.set"));
+  EXPECT_FALSE(exists(part("p0")));
+  EXPECT_TRUE(exists(dir_ / "sub/pool.set"));
+  EXPECT_EQ(store_.remove("sub/pool.set", true, true), std::error_code{});
   EXPECT_FALSE(exists(dir_ / "sub/pool.set"));
 }
 
