@@ -1,0 +1,158 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Test harness for the integration tests.
+#include "tests/integration/harness.h"
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace rpmem_test {
+
+namespace fs = std::filesystem;
+
+void set_env(const char *name, const std::string &value) { ::setenv(name, value.c_str(), 1); }
+
+Target::Target() {
+  char tmpl[] = "/tmp/rpmem-test-XXXXXX";
+  const char *d = ::mkdtemp(tmpl);
+  if (!d) throw std::runtime_error("mkdtemp failed");
+  dir_ = d;
+  ::chmod(d, 0755);
+  poolset_dir_ = dir_ + "/poolsets";
+  fs::create_directory(poolset_dir_);
+  conf_ = dir_ + "/rpmemd.conf";
+  std::ofstream(conf_) << "poolset-dir = " << poolset_dir_ << "\n"
+                       << "log-file = " << dir_ << "/rpmemd.log\n"
+                       << "log-level = info\n";
+  set_env("RPMEM_SSH", FAKE_SSH_PATH);
+  set_env("RPMEM_CMD", rpmemd_cmd());
+  ::unsetenv("RPMEM_ENABLE_SOCKETS");
+  ::unsetenv("RPMEM_MAX_NLANES");
+  ::unsetenv("FAKE_SSH_CONNECTION");
+}
+
+Target::~Target() {
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+}
+
+std::string Target::rpmemd_cmd(const std::string &extra_args) const {
+  return "echo $$ > " + pid_file() + "; exec " RPMEMD_PATH " -c " + conf_ +
+         (extra_args.empty() ? "" : " " + extra_args);
+}
+
+void Target::write_poolset(const std::string &name, const std::vector<Part> &parts,
+                           const std::string &options) {
+  fs::path p = fs::path(poolset_dir_) / name;
+  fs::create_directories(p.parent_path());
+  std::ofstream out(p);
+  out << "PMEMPOOLSET\n" << options;
+  for (const auto &part : parts) out << part.size << " " << part_path(part.file) << "\n";
+}
+
+std::string Target::log_text() const {
+  std::ifstream in(dir_ + "/rpmemd.log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+pid_t Target::rpmemd_pid() const {
+  std::ifstream in(pid_file());
+  pid_t pid = 0;
+  in >> pid;
+  return pid;
+}
+
+std::vector<uint8_t> Target::remote_pool(const std::vector<Part> &parts,
+                                         bool headers_each_part) const {
+  std::vector<uint8_t> out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto bytes = read_file(part_path(parts[i].file));
+    size_t usable = bytes.size() / 4096 * 4096;
+    size_t from = (i > 0 && headers_each_part) ? 4096 : 0;
+    out.insert(out.end(), bytes.begin() + static_cast<long>(from),
+               bytes.begin() + static_cast<long>(usable));
+  }
+  return out;
+}
+
+LocalPool::LocalPool(size_t size, uint8_t seed) : size_(size) {
+  addr_ = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (addr_ == MAP_FAILED) throw std::runtime_error("mmap failed");
+  fill(0, size, seed);
+}
+
+LocalPool::~LocalPool() { ::munmap(addr_, size_); }
+
+void LocalPool::fill(size_t offset, size_t length, uint8_t seed) {
+  uint32_t x = seed * 2654435761u + 1;
+  for (size_t i = 0; i < length; ++i) {
+    x = x * 1103515245u + 12345u;
+    data()[offset + i] = static_cast<uint8_t>(x >> 16);
+  }
+}
+
+std::vector<uint8_t> read_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+bool file_exists(const std::string &path) { return ::access(path.c_str(), F_OK) == 0; }
+
+::testing::AssertionResult same_bytes(const uint8_t *a, const uint8_t *b, size_t off, size_t len) {
+  for (size_t i = off; i < off + len; ++i) {
+    if (a[i] != b[i])
+      return ::testing::AssertionFailure()
+             << "first difference at offset " << i << ": " << int(a[i]) << " != " << int(b[i]);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+rpmem_pool_attr sample_attr(uint8_t seed) {
+  rpmem_pool_attr a{};
+  std::memcpy(a.signature, "PMEMOBJ", 8);
+  a.major = 6;
+  a.compat_features = 0;
+  a.incompat_features = 0;
+  a.ro_compat_features = 0;
+  for (int i = 0; i < 16; ++i) {
+    a.poolset_uuid[i] = static_cast<unsigned char>(seed + i);
+    a.uuid[i] = static_cast<unsigned char>(seed + 16 + i);
+    a.next_uuid[i] = static_cast<unsigned char>(seed + 32 + i);
+    a.prev_uuid[i] = static_cast<unsigned char>(seed + 48 + i);
+    a.user_flags[i] = static_cast<unsigned char>(seed + 64 + i);
+  }
+  return a;
+}
+
+int zombie_children() {
+  int zombies = 0;
+  const std::string self = std::to_string(::getpid());
+  DIR *d = ::opendir("/proc");
+  if (!d) return -1;
+  while (dirent *e = ::readdir(d)) {
+    std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    // pid (comm) state ppid ...
+    auto close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    std::string state, ppid;
+    rest >> state >> ppid;
+    if (ppid == self && state == "Z") ++zombies;
+  }
+  ::closedir(d);
+  return zombies;
+}
+
+}  // namespace rpmem_test

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Test harness: a throw-away target (pool set directory, rpmemd config and
+// log) reached through the local ssh stand-in, local pools, and readers of
+// what landed in the part files.
+#ifndef RPMEM_TESTS_INTEGRATION_HARNESS_H
+#define RPMEM_TESTS_INTEGRATION_HARNESS_H
+
+#include <gtest/gtest.h>
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "librpmem.h"
+
+namespace rpmem_test {
+
+inline constexpr size_t kMiB = 1024 * 1024;
+
+struct Part {
+  size_t size;
+  std::string file;  // name inside the target's directory
+};
+
+// A target node on this machine: a directory with a pool set directory, an
+// rpmemd config file and its log. The constructor points RPMEM_SSH and
+// RPMEM_CMD at it; the destructor removes the directory.
+class Target {
+ public:
+  Target();
+  ~Target();
+  Target(const Target &) = delete;
+  Target &operator=(const Target &) = delete;
+
+  const std::string &dir() const { return dir_; }
+  const std::string &poolset_dir() const { return poolset_dir_; }
+  std::string pid_file() const { return dir_ + "/rpmemd.pid"; }
+  // The rpmemd command line RPMEM_CMD gets: records its pid, then execs.
+  std::string rpmemd_cmd(const std::string &extra_args = "") const;
+
+  // Writes pool set `name` (relative to the pool set directory) with parts
+  // in dir(); `options`: e.g. "OPTION NOHDRS\n".
+  void write_poolset(const std::string &name, const std::vector<Part> &parts,
+                     const std::string &options = "");
+  std::string part_path(const std::string &file) const { return dir_ + "/" + file; }
+  std::string log_text() const;
+
+  // pid of the rpmemd serving the last create/open (from pid_file()).
+  pid_t rpmemd_pid() const;
+
+  // The remote pool as the client addresses it, assembled from the part
+  // files: part 0 whole, later parts without their header unless SINGLEHDR
+  // or NOHDRS.
+  std::vector<uint8_t> remote_pool(const std::vector<Part> &parts, bool headers_each_part) const;
+
+ private:
+  std::string dir_, poolset_dir_, conf_;
+};
+
+// A page-aligned local pool filled with a pattern.
+class LocalPool {
+ public:
+  explicit LocalPool(size_t size, uint8_t seed = 1);
+  ~LocalPool();
+  LocalPool(const LocalPool &) = delete;
+  LocalPool &operator=(const LocalPool &) = delete;
+  uint8_t *data() const { return static_cast<uint8_t *>(addr_); }
+  size_t size() const { return size_; }
+  void fill(size_t offset, size_t length, uint8_t seed);
+
+ private:
+  void *addr_;
+  size_t size_;
+};
+
+std::vector<uint8_t> read_file(const std::string &path);
+bool file_exists(const std::string &path);
+void set_env(const char *name, const std::string &value);
+
+// True when bytes [off, off+len) of a and b are equal; explains otherwise.
+::testing::AssertionResult same_bytes(const uint8_t *a, const uint8_t *b, size_t off, size_t len);
+
+// Attributes with every field set, as an application would pass them.
+rpmem_pool_attr sample_attr(uint8_t seed);
+
+// Number of child processes of this process that are zombies.
+int zombie_children();
+
+}  // namespace rpmem_test
+
+#endif  // RPMEM_TESTS_INTEGRATION_HARNESS_H
