@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Through real OpenSSH: a private sshd on a loopback port with throw-away
+// host and user keys, and the real ssh client as RPMEM_SSH (through a
+// one-line wrapper that adds -F, since RPMEM_SSH is a single word).
+#include "tests/integration/harness.h"
+
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "librpmem.h"
+
+namespace rpmem_test {
+namespace {
+
+constexpr size_t kPool = 4 * kMiB;
+const std::vector<Part> kOnePart{{kPool, "p.part0"}};
+
+int run(const std::string &cmd) { return std::system(cmd.c_str()); }
+
+// A free TCP port on loopback (bound and released; sshd takes it next).
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+bool can_connect(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+bool ipv6_loopback() {
+  int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+class RealSsh : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::access("/usr/sbin/sshd", X_OK) != 0 || ::access("/usr/bin/ssh", X_OK) != 0)
+      GTEST_SKIP() << "OpenSSH server or client not installed";
+    if (::geteuid() != 0) GTEST_SKIP() << "a private sshd needs root here";
+    const std::string d = target_.dir();
+    ::mkdir("/run/sshd", 0755);  // sshd's privilege separation directory
+    ASSERT_EQ(run("ssh-keygen -q -t ed25519 -N '' -f " + d +
+                  "/hostkey && "
+                  "ssh-keygen -q -t ed25519 -N '' -f " +
+                  d +
+                  "/id && "
+                  "cp " +
+                  d + "/id.pub " + d + "/authorized_keys"),
+              0);
+    port_ = free_port();
+    const bool v6 = ipv6_loopback();
+    std::ofstream(d + "/sshd_config")
+        << "Port " << port_ << "\nListenAddress 127.0.0.1\n"
+        << (v6 ? "ListenAddress ::1\n" : "") << "HostKey " << d << "/hostkey\n"
+        << "PidFile " << d << "/sshd.pid\nAuthorizedKeysFile " << d << "/authorized_keys\n"
+        << "StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+        << "UsePAM no\nPermitRootLogin prohibit-password\nPrintMotd no\nLogLevel VERBOSE\n";
+    auto hostkey = read_file(d + "/hostkey.pub");
+    std::string key(hostkey.begin(), hostkey.end());
+    key = key.substr(0, key.rfind(' '));  // "type base64", without the comment
+    std::ofstream(d + "/known_hosts") << "[127.0.0.1]:" << port_ << " " << key << "\n"
+                                      << "[::1]:" << port_ << " " << key << "\n";
+    std::ofstream(d + "/ssh_config") << "Host *\n  IdentityFile " << d << "/id\n"
+                                     << "  IdentitiesOnly yes\n  UserKnownHostsFile " << d
+                                     << "/known_hosts\n  StrictHostKeyChecking yes\n"
+                                     << "  LogLevel ERROR\n";
+    std::ofstream(d + "/ssh") << "#!/bin/sh\nexec /usr/bin/ssh -F " << d << "/ssh_config \"$@\"\n";
+    ::chmod((d + "/ssh").c_str(), 0755);
+
+    sshd_ = ::fork();
+    ASSERT_GE(sshd_, 0);
+    if (sshd_ == 0) {
+      std::string log = d + "/sshd.log";
+      std::freopen(log.c_str(), "w", stderr);
+      ::execl("/usr/sbin/sshd", "/usr/sbin/sshd", "-D", "-e", "-f", (d + "/sshd_config").c_str(),
+              nullptr);
+      ::_exit(127);
+    }
+    for (int i = 0; i < 500 && !can_connect(port_); ++i) {
+      if (::waitpid(sshd_, nullptr, WNOHANG) == sshd_) {
+        sshd_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_TRUE(can_connect(port_)) << "sshd did not start:\n" << sshd_log();
+    set_env("RPMEM_SSH", d + "/ssh");
+    passwd *pw = ::getpwuid(::geteuid());
+    user_ = pw ? pw->pw_name : "root";
+  }
+
+  void TearDown() override {
+    if (sshd_ > 0) {
+      ::kill(sshd_, SIGTERM);
+      ::waitpid(sshd_, nullptr, 0);
+    }
+  }
+
+  std::string sshd_log() const {
+    auto b = read_file(target_.dir() + "/sshd.log");
+    return {b.begin(), b.end()};
+  }
+  std::string target_string(const std::string &host) const {
+    return user_ + "@" + host + ":" + std::to_string(port_);
+  }
+
+  // Create, persist, read back, close, open, check the part file.
+  void replicate(const std::string &target) {
+    target_.write_poolset("p.set", kOnePart);
+    rpmem_pool_attr attr = sample_attr(21);
+    unsigned nlanes = 2;
+    RPMEMpool *rpp = rpmem_create(target.c_str(), "p.set", local_.data(), kPool, &nlanes, &attr);
+    ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << "\nsshd:\n"
+                            << sshd_log() << "\nrpmemd:\n"
+                            << target_.log_text();
+    ASSERT_EQ(rpmem_persist(rpp, 4096, kPool - 4096, 0, 0), 0) << rpmem_errormsg();
+    local_.fill(kMiB, 4096, 99);
+    ASSERT_EQ(rpmem_flush(rpp, kMiB, 4096, 1, 0), 0);
+    ASSERT_EQ(rpmem_drain(rpp, 1, 0), 0);
+    std::vector<uint8_t> buf(8192);
+    ASSERT_EQ(rpmem_read(rpp, buf.data(), kMiB - 4096, buf.size(), 1), 0);
+    EXPECT_TRUE(same_bytes(buf.data() - (kMiB - 4096), local_.data(), kMiB - 4096, 8192));
+    ASSERT_EQ(rpmem_close(rpp), 0) << rpmem_errormsg();
+    rpmem_pool_attr got{};
+    rpp = rpmem_open(target.c_str(), "p.set", local_.data(), kPool, &nlanes, &got);
+    ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
+    EXPECT_EQ(std::memcmp(&got, &attr, sizeof(got)), 0);
+    ASSERT_EQ(rpmem_close(rpp), 0);
+    auto r = target_.remote_pool(kOnePart, true);
+    EXPECT_TRUE(same_bytes(r.data(), local_.data(), 4096, kPool - 4096));
+    EXPECT_EQ(zombie_children(), 0);
+  }
+
+  Target target_;
+  LocalPool local_{kPool};
+  pid_t sshd_ = -1;
+  int port_ = 0;
+  std::string user_;
+};
+
+TEST_F(RealSsh, ReplicatesOverIpv4Loopback) {
+  replicate(target_string("127.0.0.1"));
+  // The daemon learnt its data address from SSH_CONNECTION.
+  EXPECT_NE(target_.log_text().find("ssh connection: 127.0.0.1 "), std::string::npos)
+      << target_.log_text();
+}
+
+TEST_F(RealSsh, ReplicatesOverIpv6LoopbackInBrackets) {
+  if (!ipv6_loopback()) GTEST_SKIP() << "no IPv6 loopback";
+  replicate(user_ + "@[::1]:" + std::to_string(port_));
+  EXPECT_NE(target_.log_text().find("ssh connection: ::1 "), std::string::npos)
+      << target_.log_text();
+}
+
+TEST_F(RealSsh, RemoveRunsTheDaemonThroughSsh) {
+  target_.write_poolset("p.set", kOnePart, "OPTION NOHDRS\n");
+  unsigned nlanes = 1;
+  const std::string t = target_string("127.0.0.1");
+  RPMEMpool *rpp = rpmem_create(t.c_str(), "p.set", local_.data(), kPool, &nlanes, nullptr);
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << sshd_log();
+  ASSERT_EQ(rpmem_close(rpp), 0);
+  ASSERT_EQ(rpmem_remove(t.c_str(), "p.set", RPMEM_REMOVE_POOL_SET), 0) << rpmem_errormsg();
+  EXPECT_FALSE(file_exists(target_.part_path("p.part0")));
+  EXPECT_FALSE(file_exists(target_.poolset_dir() + "/p.set"));
+}
+
+TEST_F(RealSsh, UnknownUserFailsWithEconnresetAndSshsMessage) {
+  unsigned nlanes = 1;
+  const std::string t = "no-such-user-xyz@127.0.0.1:" + std::to_string(port_);
+  errno = 0;
+  RPMEMpool *rpp = rpmem_create(t.c_str(), "p.set", local_.data(), kPool, &nlanes, nullptr);
+  EXPECT_EQ(rpp, nullptr);
+  EXPECT_EQ(errno, ECONNRESET);
+  EXPECT_NE(std::string(rpmem_errormsg()).find("out-of-band connection failed"), std::string::npos)
+      << rpmem_errormsg();
+  EXPECT_NE(std::string(rpmem_errormsg()).find("Permission denied"), std::string::npos)
+      << rpmem_errormsg();
+}
+
+}  // namespace
+}  // namespace rpmem_test
