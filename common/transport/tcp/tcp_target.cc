@@ -293,7 +293,11 @@ void TcpTarget::lane_loop(int fd, unsigned lane) {
   for (;;) {
     uint8_t hdr[proto::kDataRequestSize];
     if (auto ec = in.read_exact(hdr, sizeof(hdr))) {
-      if (!stopping_.load()) RPMEM_LOG_INFO("lane %u closed: %s", lane, ec.message().c_str());
+      if (stopping_.load()) return;
+      if (ec == std::errc::connection_reset)
+        RPMEM_LOG_INFO("lane %u closed by the client", lane);
+      else
+        RPMEM_LOG_WARN("lane %u closed: %s", lane, ec.message().c_str());
       return;
     }
     auto req = proto::decode_data_request(hdr);

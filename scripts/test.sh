@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# The whole test suite: install what the build needs, build with warnings as
+# errors, run every test (unit, ABI, loopback integration with real rpmemd
+# processes and a private sshd), then the same under ASan+UBSan and TSan.
+#   scripts/test.sh            everything
+#   scripts/test.sh --quick    the developer build only
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+quick=0
+[ "${1:-}" = "--quick" ] && quick=1
+
+"$top/scripts/deps.sh"
+
+run_suite() {  # name, cmake options...
+  local dir="$top/build-$1"
+  shift
+  echo "=== build $(basename "$dir") $*"
+  cmake -S "$top" -B "$dir" -DRPMEM_DEVELOPER_MODE=ON "$@" >/dev/null
+  cmake --build "$dir" -j2
+  echo "=== test $(basename "$dir")"
+  ctest --test-dir "$dir" --output-on-failure -j2 --timeout 300
+}
+
+run_suite dev -DCMAKE_BUILD_TYPE=RelWithDebInfo
+if [ $quick -eq 0 ]; then
+  ASAN_OPTIONS=detect_leaks=1 run_suite asan -DCMAKE_BUILD_TYPE=Debug \
+    "-DRPMEM_SANITIZE=address,undefined"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_suite tsan \
+    -DCMAKE_BUILD_TYPE=Debug -DRPMEM_SANITIZE=thread
+fi
