@@ -97,9 +97,6 @@ uint64_t load_le(const uint8_t *p, int n) {
   return v;
 }
 
-constexpr uint32_t kKnownTransports =
-    transport_bit(TransportKind::kTcp) | transport_bit(TransportKind::kVerbs);
-
 struct StatusInfo {
   int err;
   const char *msg;
@@ -311,8 +308,9 @@ std::optional<PoolResponse> decode_pool_response(std::span<const uint8_t> payloa
   if (!r.done()) return std::nullopt;
   if (m.status == Status::kSuccess) {
     // A success must name a transport and method we know, lanes and a port.
-    if ((transport_bit(static_cast<TransportKind>(transport)) & kKnownTransports) == 0 ||
-        transport == 0 || (method != 1 && method != 2) || m.nlanes == 0 || m.port == 0)
+    if ((transport != static_cast<uint16_t>(TransportKind::kTcp) &&
+         transport != static_cast<uint16_t>(TransportKind::kVerbs)) ||
+        (method != 1 && method != 2) || m.nlanes == 0 || m.port == 0)
       return std::nullopt;
   }
   m.transport = static_cast<TransportKind>(transport);
