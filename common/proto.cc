@@ -23,6 +23,7 @@ class Writer {
   void u32(uint32_t v) { put(v, 4); }
   void u64(uint64_t v) { put(v, 8); }
   void raw(const void *p, size_t n) {
+    if (n == 0) return;
     const auto *c = static_cast<const uint8_t *>(p);
     b_.insert(b_.end(), c, c + n);
   }
@@ -55,6 +56,7 @@ class Reader {
   uint64_t u64() { return get(8); }
   bool raw(void *out, size_t n) {
     if (!take(n)) return false;
+    if (n == 0) return true;
     std::memcpy(out, b_.data() + pos_ - n, n);
     return true;
   }
