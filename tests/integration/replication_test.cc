@@ -7,7 +7,9 @@
 
 #include <sys/wait.h>
 
+#include <atomic>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "librpmem.h"
@@ -356,6 +358,58 @@ TEST_F(Replication, DaemonLogsThePersistencyPolicy) {
   EXPECT_NE(log.find("    persist method: General Purpose Server Persistency Method"),
             std::string::npos);
   EXPECT_NE(log.find("    persist flush: pmem_msync"), std::string::npos);
+}
+
+TEST_F(Replication, RpmemCmdMayCarryAssignmentsAndOptions) {
+  target_.write_poolset("p.set", kOnePart, "OPTION NOHDRS\n");
+  // The remote shell runs RPMEM_CMD as it is: an assignment, then options
+  // that override the config file (notice level: no info lines).
+  set_env("RPMEM_CMD",
+          "LC_ALL=C " RPMEMD_PATH " -c " + target_.dir() + "/rpmemd.conf --log-level notice");
+  RPMEMpool *rpp = create("p.set", nullptr);
+  ASSERT_NE(rpp, nullptr);
+  ASSERT_EQ(rpmem_persist(rpp, 0, 4096, 0, 0), 0);
+  ASSERT_EQ(rpmem_close(rpp), 0);
+  auto log = target_.log_text();
+  EXPECT_NE(log.find("<notice> created 'p.set'"), std::string::npos) << log;
+  EXPECT_EQ(log.find("<info>"), std::string::npos) << log;
+}
+
+TEST_F(Replication, SeveralThreadsCreateUseAndClosePoolsAtOnce) {
+  constexpr int kThreads = 4;
+  std::vector<std::unique_ptr<LocalPool>> locals;
+  for (int i = 0; i < kThreads; ++i) {
+    target_.write_poolset("t" + std::to_string(i) + ".set",
+                          {{2 * kMiB, "t" + std::to_string(i) + ".part"}}, "OPTION NOHDRS\n");
+    locals.push_back(std::make_unique<LocalPool>(2 * kMiB, static_cast<uint8_t>(i + 1)));
+  }
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      const std::string set = "t" + std::to_string(i) + ".set";
+      for (int round = 0; round < 3; ++round) {
+        unsigned nl = 2;
+        RPMEMpool *rpp =
+            round == 0
+                ? rpmem_create("127.0.0.1", set.c_str(), locals[i]->data(), 2 * kMiB, &nl, nullptr)
+                : rpmem_open("127.0.0.1", set.c_str(), locals[i]->data(), 2 * kMiB, &nl, nullptr);
+        if (!rpp) {
+          ++failures;
+          return;
+        }
+        if (rpmem_persist(rpp, round * 65536, 65536, round % 2, 0)) ++failures;
+        if (rpmem_close(rpp)) ++failures;
+      }
+    });
+  }
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  for (int i = 0; i < kThreads; ++i) {
+    auto r = target_.remote_pool({{2 * kMiB, "t" + std::to_string(i) + ".part"}}, false);
+    EXPECT_TRUE(same_bytes(r.data(), locals[i]->data(), 0, 3 * 65536)) << "pool " << i;
+  }
+  EXPECT_EQ(zombie_children(), 0);
 }
 
 }  // namespace
