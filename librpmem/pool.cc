@@ -175,7 +175,7 @@ int Pool::persist(size_t offset, size_t length, unsigned lane, unsigned flags) n
 int Pool::deep_persist(size_t offset, size_t length, unsigned lane) noexcept {
   if (int err = check(offset, length, lane, true)) return err;
   if (length == 0) return 0;
-  return lane_result(lanes_[lane]->write(transport::DataOp::kDeepPersist, offset, length, true),
+  return lane_result(lanes_[lane]->write(transport::DataOp::kDeepPersist, offset, length, false),
                      "persist");
 }
 

@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -67,7 +68,7 @@ Settings Settings::from_env() {
     char *end = nullptr;
     double secs = std::strtod(v, &end);
     if (end != v && *end == '\0' && secs > 0 && secs < 86400)
-      s.timeout = std::chrono::milliseconds(static_cast<long>(secs * 1000));
+      s.timeout = std::chrono::milliseconds(std::max(1L, static_cast<long>(secs * 1000)));
     else
       RPMEM_LOG_ERR("RPMEM_TIMEOUT: invalid value '%s', ignored", v);
   }

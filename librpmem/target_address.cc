@@ -41,14 +41,18 @@ Result<TargetAddress> parse_target(std::string_view target) {
 }
 
 Result<uint16_t> port_number(const std::string &port) {
-  if (port.empty() || port.find_first_not_of("-0123456789") != std::string::npos ||
-      port.find('-', 1) != std::string::npos)
+  // As PMDK's strtol: decimal digits, leading zeros allowed, a sign only
+  // for "must be positive".
+  size_t digits_from = (!port.empty() && (port[0] == '-' || port[0] == '+')) ? 1 : 0;
+  if (port.size() == digits_from ||
+      port.find_first_not_of("0123456789", digits_from) != std::string::npos)
     return Error{errc(EINVAL), "invalid port number -- '" + port + "'"};
-  if (port[0] == '-' || port.find_first_not_of('0') == std::string::npos)
+  size_t first = port.find_first_not_of('0', digits_from);
+  if (port[0] == '-' || first == std::string::npos)
     return Error{errc(EINVAL), "port number must be positive"};
-  if (port.size() > 5 || std::stoul(port) > 65535)
+  if (port.size() - first > 5 || std::stoul(port.substr(first)) > 65535)
     return Error{errc(EINVAL), "port number too large"};
-  return static_cast<uint16_t>(std::stoul(port));
+  return static_cast<uint16_t>(std::stoul(port.substr(first)));
 }
 
 }  // namespace rpmem

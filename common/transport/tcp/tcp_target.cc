@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 
 namespace rpmem::transport::tcp {
@@ -118,11 +119,13 @@ void copy_words(uint8_t *dst, const uint8_t *src, size_t n) noexcept {
     *dst++ = *src++;
     --n;
   }
+  // atomic_ref keeps each word one 8-byte store: the compiler may not turn
+  // the loop into memcpy or into stores that split a word.
   auto *d = reinterpret_cast<uint64_t *>(dst);
   for (; n >= 8; n -= 8, src += 8) {
     uint64_t w;
     std::memcpy(&w, src, 8);
-    *d++ = w;
+    std::atomic_ref<uint64_t>(*d++).store(w, std::memory_order_relaxed);
   }
   dst = reinterpret_cast<uint8_t *>(d);
   while (n-- > 0) *dst++ = *src++;
@@ -313,7 +316,7 @@ void TcpTarget::lane_loop(int fd, unsigned lane) {
     std::error_code ec;
     if (writes) {
       uint8_t *dst = base + req->offset;
-      const bool atomic = req->op != DataOp::kDeepPersist && !(req->flags & proto::kDataRelaxed);
+      const bool atomic = !(req->flags & proto::kDataRelaxed);
       ec = atomic ? in.read_atomic(dst, req->length) : in.read_direct(dst, req->length);
       if (ec) {
         if (!stopping_.load())

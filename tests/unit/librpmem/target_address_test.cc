@@ -113,7 +113,7 @@ TEST(TargetAddressPort, RejectsAbove65535WithPmdkMessage) {
 // PMDK parsed the port with strtol: leading zeros are fine ("000022" is
 // 22), and so is ssh (-p 000022). Ours calls any port longer than five
 // characters "too large" (librpmem/target_address.cc:49).
-TEST(TargetAddressPort, DISABLED_AcceptsLeadingZerosAsPmdkStrtol) {
+TEST(TargetAddressPort, AcceptsLeadingZerosAsPmdkStrtol) {
   auto r = port_number("000022");
   ASSERT_TRUE(r.ok()) << r.error().message;
   EXPECT_EQ(r.value(), 22);
