@@ -237,6 +237,15 @@ Bytes encode(const CloseRequest &m) {
   return w.finish();
 }
 
+Bytes encode(const RemoveRequest &m) {
+  Writer w(MsgType::kRemove);
+  w.u32(m.flags);
+  w.u16(static_cast<uint16_t>(m.pool_set.size()));
+  w.u16(0);
+  w.raw(m.pool_set.data(), m.pool_set.size());
+  return w.finish();
+}
+
 Bytes encode(MsgType type, const StatusResponse &m) {
   Writer w(type);
   w.u32(static_cast<uint32_t>(m.status));
@@ -250,7 +259,7 @@ std::optional<FrameHeader> decode_frame_header(std::span<const uint8_t> b) {
   uint32_t size = r.u32();
   if (!r.done() || reserved != 0 || size > kMaxControlPayload) return std::nullopt;
   if (type < static_cast<uint16_t>(MsgType::kHello) ||
-      type > static_cast<uint16_t>(MsgType::kCloseResp))
+      type > static_cast<uint16_t>(MsgType::kRemoveResp))
     return std::nullopt;
   return FrameHeader{static_cast<MsgType>(type), size};
 }
@@ -333,6 +342,21 @@ std::optional<CloseRequest> decode_close(std::span<const uint8_t> payload) {
   CloseRequest m;
   m.flags = r.u32();
   if (!r.done() || (m.flags & ~kCloseRemove) != 0) return std::nullopt;
+  return m;
+}
+
+std::optional<RemoveRequest> decode_remove(std::span<const uint8_t> payload) {
+  Reader r(payload);
+  RemoveRequest m;
+  m.flags = r.u32();
+  uint16_t name_len = r.u16();
+  uint16_t reserved = r.u16();
+  if (!r.ok() || reserved != 0 || (m.flags & ~(kRemoveForce | kRemovePoolSet)) != 0 ||
+      name_len == 0 || name_len > kMaxPoolSetName)
+    return std::nullopt;
+  m.pool_set.resize(name_len);
+  r.raw(m.pool_set.data(), name_len);
+  if (!r.done() || m.pool_set.find('\0') != std::string::npos) return std::nullopt;
   return m;
 }
 

@@ -46,6 +46,8 @@ enum class MsgType : uint16_t {
   kSetAttrResp = 6,
   kClose = 7,
   kCloseResp = 8,
+  kRemove = 9,  // service mode: what `rpmemd --remove` does in ssh mode
+  kRemoveResp = 10,
 };
 
 // Status codes in control replies, as PMDK's enum rpmem_err.
@@ -128,7 +130,14 @@ struct CloseRequest {
   uint32_t flags = 0;
 };
 
-struct StatusResponse {  // kSetAttrResp, kCloseResp
+inline constexpr uint32_t kRemoveForce = 1;    // RPMEM_REMOVE_FORCE
+inline constexpr uint32_t kRemovePoolSet = 2;  // RPMEM_REMOVE_POOL_SET
+struct RemoveRequest {
+  uint32_t flags = 0;
+  std::string pool_set;
+};
+
+struct StatusResponse {  // kSetAttrResp, kCloseResp, kRemoveResp
   Status status = Status::kSuccess;
 };
 
@@ -139,7 +148,8 @@ Bytes encode(MsgType type, const PoolRequest &m);  // type: kCreate or kOpen
 Bytes encode(const PoolResponse &m);
 Bytes encode(const SetAttrRequest &m);
 Bytes encode(const CloseRequest &m);
-Bytes encode(MsgType type, const StatusResponse &m);  // kSetAttrResp or kCloseResp
+Bytes encode(const RemoveRequest &m);
+Bytes encode(MsgType type, const StatusResponse &m);  // kSetAttrResp, kCloseResp, kRemoveResp
 
 // The header of a frame (exactly kFrameHeaderSize bytes); nullopt for an
 // unknown type, a non-zero reserved field or a size above kMaxControlPayload.
@@ -150,6 +160,7 @@ std::optional<PoolRequest> decode_pool_request(std::span<const uint8_t> payload)
 std::optional<PoolResponse> decode_pool_response(std::span<const uint8_t> payload);
 std::optional<SetAttrRequest> decode_set_attr(std::span<const uint8_t> payload);
 std::optional<CloseRequest> decode_close(std::span<const uint8_t> payload);
+std::optional<RemoveRequest> decode_remove(std::span<const uint8_t> payload);
 std::optional<StatusResponse> decode_status_response(std::span<const uint8_t> payload);
 
 // PoolAttr on the wire: struct rpmem_pool_attr's layout, integers little-endian.

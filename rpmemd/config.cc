@@ -26,7 +26,19 @@ constexpr std::string_view kHomePlaceholder = "$HOME";
 constexpr std::string_view kUserConfigName = ".rpmemd.conf";
 
 // The keys a config file may set; each is also a long option.
-enum class Key { kLogFile, kPoolsetDir, kPersistApm, kPersistGeneral, kUseSyslog, kLogLevel };
+enum class Key {
+  kLogFile,
+  kPoolsetDir,
+  kPersistApm,
+  kPersistGeneral,
+  kUseSyslog,
+  kLogLevel,
+  kService,
+  kServiceListen,
+  kTlsCa,
+  kTlsCert,
+  kTlsKey,
+};
 
 std::optional<Key> find_key(std::string_view name) {
   if (name == "log-file") return Key::kLogFile;
@@ -35,6 +47,11 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "persist-general") return Key::kPersistGeneral;
   if (name == "use-syslog") return Key::kUseSyslog;
   if (name == "log-level") return Key::kLogLevel;
+  if (name == "service") return Key::kService;
+  if (name == "service-listen") return Key::kServiceListen;
+  if (name == "tls-ca") return Key::kTlsCa;
+  if (name == "tls-cert") return Key::kTlsCert;
+  if (name == "tls-key") return Key::kTlsKey;
   return std::nullopt;
 }
 
@@ -101,6 +118,20 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
       out.log_level = *level;
       return true;
     }
+    case Key::kService:
+      return set_bool(out.service, value);
+    case Key::kServiceListen:
+    case Key::kTlsCa:
+    case Key::kTlsCert:
+    case Key::kTlsKey: {
+      if (!value) return false;
+      std::string &field = key == Key::kServiceListen ? out.service_listen
+                           : key == Key::kTlsCa       ? out.tls_ca
+                           : key == Key::kTlsCert     ? out.tls_cert
+                                                      : out.tls_key;
+      field = std::string(*value);
+      return true;
+    }
   }
   return false;
 }
@@ -161,20 +192,25 @@ unsigned parse_nthreads(const std::string &arg) {
 
 po::options_description command_line_options() {
   po::options_description desc;
-  desc.add_options()                             //
-      ("help,h", "")                             //
-      ("version,V", "")                          //
-      ("config,c", po::value<std::string>())     //
-      ("remove,r", po::value<std::string>())     //
-      ("force,f", "")                            //
-      ("pool-set,s", "")                         //
-      ("nthreads,t", po::value<std::string>())   //
-      ("log-file", po::value<std::string>())     //
-      ("poolset-dir", po::value<std::string>())  //
-      ("persist-apm", "")                        //
-      ("persist-general", "")                    //
-      ("use-syslog", "")                         //
-      ("log-level", po::value<std::string>());
+  desc.add_options()                                //
+      ("help,h", "")                                //
+      ("version,V", "")                             //
+      ("config,c", po::value<std::string>())        //
+      ("remove,r", po::value<std::string>())        //
+      ("force,f", "")                               //
+      ("pool-set,s", "")                            //
+      ("nthreads,t", po::value<std::string>())      //
+      ("log-file", po::value<std::string>())        //
+      ("poolset-dir", po::value<std::string>())     //
+      ("persist-apm", "")                           //
+      ("persist-general", "")                       //
+      ("use-syslog", "")                            //
+      ("log-level", po::value<std::string>())       //
+      ("service", "")                               //
+      ("service-listen", po::value<std::string>())  //
+      ("tls-ca", po::value<std::string>())          //
+      ("tls-cert", po::value<std::string>())        //
+      ("tls-key", po::value<std::string>());
   return desc;
 }
 
@@ -317,7 +353,12 @@ std::string usage_text(const char *argv0) {
       "      --persist-apm             enable Appliance Persistency Method\n"
       "      --persist-general         enable General Server Persistency Mechanism\n"
       "      --use-syslog              use syslog(3) for logging messages\n"
-      "      --log-level <level>       set log level value\n";
+      "      --log-level <level>       set log level value\n"
+      "      --service                 run as a service: listen, serve many clients (TLS)\n"
+      "      --service-listen <addr:port>  where the service listens (0.0.0.0:7636)\n"
+      "      --tls-ca <path>           CA certificate(s) that client certificates must chain to\n"
+      "      --tls-cert <path>         the service's certificate chain\n"
+      "      --tls-key <path>          the service's private key\n";
   for (std::string_view level : {"err     error conditions", "warn    warning conditions",
                                  "notice  normal, but significant, condition",
                                  "info    informational message", "debug   debug-level message"}) {

@@ -25,6 +25,15 @@ struct Config {
   rpmem::log::Level log_level = rpmem::log::Level::kErr;
   unsigned nthreads = 0;  // 0: one per lane
 
+  // Service mode: a long-running daemon on a TCP port, mutual TLS on the
+  // control channel; a client certificate's common name CN may use the pool
+  // sets under <poolset_dir>/<CN>.
+  bool service = false;                         // --service, service = yes
+  std::string service_listen = "0.0.0.0:7636";  // ADDRESS:PORT ([v6]:PORT)
+  std::string tls_ca;                           // CA that signs client certificates
+  std::string tls_cert;                         // this daemon's certificate chain
+  std::string tls_key;                          // and its private key
+
   // What to do instead of serving a session.
   std::optional<std::string> remove;  // -r POOLSET
   bool force = false;                 // -f

@@ -111,7 +111,7 @@ TEST(ProtoFrameHeader, DecodesTypeAndSize) {
 }
 
 TEST(ProtoFrameHeader, AcceptsEveryKnownType) {
-  for (uint8_t t = 1; t <= 8; ++t) {
+  for (uint8_t t = 1; t <= 10; ++t) {
     const Bytes hdr = {t, 0, 0, 0, 0, 0, 0, 0};
     auto h = decode_frame_header(hdr);
     ASSERT_TRUE(h) << int{t};
@@ -120,7 +120,7 @@ TEST(ProtoFrameHeader, AcceptsEveryKnownType) {
 }
 
 TEST(ProtoFrameHeader, RejectsUnknownTypes) {
-  for (int t : {0, 9, 0x100, 0xffff}) {
+  for (int t : {0, 11, 0x100, 0xffff}) {
     const Bytes hdr = {static_cast<uint8_t>(t), static_cast<uint8_t>(t >> 8), 0, 0, 0, 0, 0, 0};
     EXPECT_FALSE(decode_frame_header(hdr)) << t;
   }
@@ -805,6 +805,40 @@ TEST(ProtoStatus, ErrnoToStatusMatchesPmdkTable) {
 TEST(ProtoStatus, TransportBitsAreDistinct) {
   EXPECT_EQ(transport_bit(TransportKind::kTcp), 2u);
   EXPECT_EQ(transport_bit(TransportKind::kVerbs), 4u);
+}
+
+}  // namespace
+}  // namespace rpmem::proto
+
+namespace rpmem::proto {
+namespace {
+
+TEST(ProtoRemove, EncodesGoldenBytesAndRoundTrips) {
+  RemoveRequest m{kRemoveForce | kRemovePoolSet, "a/b.set"};
+  const Bytes expected = {
+      9,   0,   0,   0,   15,  0,   0,   0,  // frame: type 9, 15 bytes
+      3,   0,   0,   0,                      // flags
+      7,   0,   0,   0,                      // name length, reserved
+      'a', '/', 'b', '.', 's', 'e', 't',
+  };
+  EXPECT_EQ(encode(m), expected);
+  auto d = decode_remove(std::span<const uint8_t>(expected).subspan(kFrameHeaderSize));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->flags, m.flags);
+  EXPECT_EQ(d->pool_set, m.pool_set);
+}
+
+TEST(ProtoRemove, RejectsUnknownFlagsEmptyNamesAndNul) {
+  auto payload = [](uint32_t flags, const std::string &name) {
+    Bytes b = encode(RemoveRequest{flags, name});
+    return Bytes(b.begin() + kFrameHeaderSize, b.end());
+  };
+  EXPECT_FALSE(decode_remove(payload(4, "p.set")));
+  EXPECT_FALSE(decode_remove(payload(0, "")));
+  EXPECT_FALSE(decode_remove(payload(0, std::string("p\0set", 5))));
+  Bytes truncated = payload(0, "p.set");
+  truncated.pop_back();
+  EXPECT_FALSE(decode_remove(truncated));
 }
 
 }  // namespace
