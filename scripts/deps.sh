@@ -8,7 +8,8 @@ packages=(
   libpmem-dev libboost-dev libboost-program-options-dev
   libibverbs-dev librdmacm-dev libssl-dev libsystemd-dev
   libgtest-dev libgmock-dev
-  openssh-client openssh-server util-linux
+  openssh-client openssh-server util-linux iproute2
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -28,4 +28,5 @@ if [ $quick -eq 0 ]; then
     "-DRPMEM_SANITIZE=address,undefined"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_suite tsan \
     -DCMAKE_BUILD_TYPE=Debug -DRPMEM_SANITIZE=thread
+  "$top/scripts/fuzz.sh" "${RPMEM_FUZZ_SECONDS:-20}"
 fi
