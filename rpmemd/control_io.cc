@@ -38,14 +38,10 @@ std::error_code ControlIo::read_exact(uint8_t *buf, size_t n, int &woken) {
   return {};
 }
 
-std::error_code ControlIo::read_frame(proto::FrameHeader &hdr, proto::Bytes &payload, int &woken) {
-  uint8_t raw[proto::kFrameHeaderSize];
-  if (auto ec = read_exact(raw, sizeof(raw), woken)) return ec;
-  auto h = proto::decode_frame_header(raw);
-  if (!h) return errc(EPROTO);
-  hdr = *h;
-  payload.resize(h->size);  // bounded by kMaxControlPayload
-  return read_exact(payload.data(), payload.size(), woken);
+std::error_code ControlIo::read_frame(proto::FrameHeader &hdr, proto::Bytes &payload,
+                                      int &woken) {
+  return read_frame_with([&](uint8_t *buf, size_t n) { return read_exact(buf, n, woken); }, hdr,
+                         payload);
 }
 
 std::error_code ControlIo::write_all(const proto::Bytes &bytes) {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// ControlIo: rpmemd's end of the control channel (stdin/stdout under ssh,
-// which may be pipes or sockets): whole frames in and out. Every wait also
-// watches a set of wake-up descriptors (signals, lane failures) so that
-// nothing blocks the daemon's shutdown.
+// ControlStream: rpmemd's end of a control channel, whole frames in and out;
+// ControlIo, the one over stdin/stdout under ssh (pipes or sockets). Every
+// wait also watches a set of wake-up descriptors (signals, lane failures) so
+// that nothing blocks the daemon's shutdown.
 #ifndef RPMEMD_CONTROL_IO_H
 #define RPMEMD_CONTROL_IO_H
 
@@ -15,17 +15,28 @@ namespace rpmemd {
 
 namespace proto = rpmem::proto;
 
-class ControlIo {
+// The daemon's end of a control channel: whole frames in and out.
+class ControlStream {
+ public:
+  virtual ~ControlStream() = default;
+  // Reads one frame. Errors: ECONNRESET (EOF), EINTR (a wake-up descriptor
+  // is readable; `woken` names it), EPROTO (malformed frame header).
+  virtual std::error_code read_frame(proto::FrameHeader &hdr, proto::Bytes &payload,
+                                     int &woken) = 0;
+  virtual std::error_code write_all(const proto::Bytes &bytes) = 0;
+  // Descriptors that interrupt a wait (readable = interrupt).
+  virtual void add_wake_fd(int fd) = 0;
+};
+
+// Over two descriptors (ssh: stdin and stdout; pipes or sockets).
+class ControlIo final : public ControlStream {
  public:
   ControlIo(int in_fd, int out_fd) : in_(in_fd), out_(out_fd) {}
 
-  // Descriptors that interrupt a wait (readable = interrupt).
-  void add_wake_fd(int fd) { wake_.push_back(fd); }
-
-  // Reads one frame. Errors: ECONNRESET (EOF), EINTR (a wake fd is
-  // readable; `woken` names it), EPROTO (malformed frame header).
-  std::error_code read_frame(proto::FrameHeader &hdr, proto::Bytes &payload, int &woken);
-  std::error_code write_all(const proto::Bytes &bytes);
+  void add_wake_fd(int fd) override { wake_.push_back(fd); }
+  std::error_code read_frame(proto::FrameHeader &hdr, proto::Bytes &payload,
+                             int &woken) override;
+  std::error_code write_all(const proto::Bytes &bytes) override;
 
  private:
   std::error_code read_exact(uint8_t *buf, size_t n, int &woken);
@@ -33,6 +44,19 @@ class ControlIo {
   int in_, out_;
   std::vector<int> wake_;
 };
+
+// Reads one frame with `read_exact(buf, n)`, shared by every ControlStream.
+template <typename ReadExact>
+std::error_code read_frame_with(ReadExact &&read_exact, proto::FrameHeader &hdr,
+                                proto::Bytes &payload) {
+  uint8_t raw[proto::kFrameHeaderSize];
+  if (auto ec = read_exact(raw, sizeof(raw))) return ec;
+  auto h = proto::decode_frame_header(raw);
+  if (!h) return std::make_error_code(std::errc::protocol_error);
+  hdr = *h;
+  payload.resize(h->size);  // bounded by kMaxControlPayload
+  return read_exact(payload.data(), payload.size());
+}
 
 }  // namespace rpmemd
 

@@ -7,6 +7,7 @@
 #include "common/transport/transport.h"
 #include "rpmemd/control_io.h"
 #include "rpmemd/pool_store.h"
+#include "rpmemd/service.h"
 #include "rpmemd/session.h"
 
 #include <fcntl.h>
@@ -52,6 +53,8 @@ int Daemon::run() {
   ::close(dir);
   if (const char *user = std::getenv("USER")) RPMEM_LOG_INFO("user: %s", user);
   RPMEM_LOG_INFO("pool set directory: %s", config_.poolset_dir.c_str());
+
+  if (config_.service && !config_.remove) return Service(config_).run();
 
   PoolStore store(config_.poolset_dir);
   if (config_.remove) {

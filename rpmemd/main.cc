@@ -26,11 +26,12 @@ int main(int argc, char *argv[]) {
     return rpmemd::Daemon(config).run();
   } catch (const rpmem::SetupError &e) {
     RPMEM_LOG_ERR("%s", e.what());
-    rpmemd::send_hello(e.code().value());  // the client reports this errno
+    // Under ssh the client reports this errno; a service has no client yet.
+    if (!config.service) rpmemd::send_hello(e.code().value());
     return 1;
   } catch (const std::exception &e) {
     RPMEM_LOG_ERR("%s", e.what());
-    rpmemd::send_hello(EREMOTEIO);
+    if (!config.service) rpmemd::send_hello(EREMOTEIO);
     return 1;
   }
 }

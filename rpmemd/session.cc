@@ -62,7 +62,7 @@ class Session::PoolView final : public rpmem::transport::TargetPool {
   size_t size_;
 };
 
-Session::Session(PoolStore &store, ControlIo &io, SessionParams params, int signal_fd)
+Session::Session(PoolStore &store, ControlStream &io, SessionParams params, int signal_fd)
     : store_(store), io_(io), params_(std::move(params)), signal_fd_(signal_fd) {
   fatal_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (signal_fd_ >= 0) io_.add_wake_fd(signal_fd_);
@@ -215,6 +215,27 @@ std::error_code Session::handle_close(const proto::Bytes &payload) {
   return io_.write_all(proto::encode(MsgType::kCloseResp, proto::StatusResponse{status}));
 }
 
+std::error_code Session::handle_remove(const proto::Bytes &payload) {
+  auto req = proto::decode_remove(payload);
+  if (!req) {
+    RPMEM_LOG_ERR("malformed remove request");
+    return errc(EPROTO);
+  }
+  Status status = Status::kFatal;
+  if (pool_) {
+    RPMEM_LOG_ERR("remove request in a session that has a pool open");
+  } else {
+    auto ec = store_.remove(req->pool_set, req->flags & proto::kRemoveForce,
+                            req->flags & proto::kRemovePoolSet);
+    if (ec)
+      RPMEM_LOG_ERR("removing '%s' failed: %s", req->pool_set.c_str(), ec.message().c_str());
+    else
+      RPMEM_LOG_NOTICE("removed '%s'", req->pool_set.c_str());
+    status = proto::errno_to_status(ec.value());
+  }
+  return io_.write_all(proto::encode(MsgType::kRemoveResp, proto::StatusResponse{status}));
+}
+
 SessionEnd Session::run() noexcept try {
   proto::Bytes payload;
   for (;;) {
@@ -254,6 +275,10 @@ SessionEnd Session::run() noexcept try {
         break;
       case MsgType::kClose:
         ec = handle_close(payload);
+        done = true;
+        break;
+      case MsgType::kRemove:
+        ec = handle_remove(payload);
         done = true;
         break;
       default:

@@ -18,7 +18,7 @@ namespace rpmemd {
 
 // Why a session ended; main turns it into the exit code.
 enum class SessionEnd {
-  kClosed,         // CLOSE served (exit 0)
+  kClosed,         // CLOSE (or, in service mode, REMOVE) served (exit 0)
   kRequestFailed,  // CREATE/OPEN answered with an error (exit 0, as PMDK)
   kDisconnected,   // EOF on the control channel (exit 1)
   kSignal,         // SIGTERM/SIGINT (exit 0)
@@ -34,7 +34,7 @@ struct SessionParams {
 class Session {
  public:
   // `signal_fd` becomes readable on SIGTERM/SIGINT (-1: none).
-  Session(PoolStore &store, ControlIo &io, SessionParams params, int signal_fd);
+  Session(PoolStore &store, ControlStream &io, SessionParams params, int signal_fd);
   ~Session();
   Session(const Session &) = delete;
   Session &operator=(const Session &) = delete;
@@ -50,11 +50,12 @@ class Session {
                                proto::PoolResponse &resp);
   std::error_code handle_set_attr(const proto::Bytes &payload);
   std::error_code handle_close(const proto::Bytes &payload);
+  std::error_code handle_remove(const proto::Bytes &payload);
   void release(bool remove) noexcept;  // stops the lanes, closes the pool
   void log_policy() const;
 
   PoolStore &store_;
-  ControlIo &io_;
+  ControlStream &io_;
   SessionParams params_;
   int signal_fd_;
   int fatal_fd_ = -1;  // eventfd: a lane saw malformed input
