@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rpmem-bench: the options, the cases and their measured results.
+#ifndef RPMEM_TOOLS_RPMEM_BENCH_BENCH_H
+#define RPMEM_TOOLS_RPMEM_BENCH_BENCH_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rpmem_bench {
+
+// What one case measures. The rpmem operations go through librpmem's public
+// API only; the raw ones through plain TCP sockets to a built-in server.
+enum class Op {
+  kPersist,         // rpmem_persist(flags 0)
+  kPersistRelaxed,  // rpmem_persist(RPMEM_PERSIST_RELAXED)
+  kDeepPersist,     // rpmem_deep_persist
+  kFlushDrain,      // batch x rpmem_flush + rpmem_drain
+  kRead,            // rpmem_read
+  kRawRr,           // TCP: a request of `size` bytes, a 16-byte reply
+  kRawStream,       // TCP: one stream written in `size`-byte pieces
+};
+
+const char *op_name(Op op);
+bool is_raw(Op op);
+
+enum class Format { kTable, kCsv, kJson };
+
+struct Options {
+  std::string target = "127.0.0.1";
+  std::string pool_set = "bench.set";
+  size_t pool_size = size_t{64} << 20;
+  std::vector<Op> ops{Op::kPersist, Op::kPersistRelaxed, Op::kDeepPersist, Op::kFlushDrain,
+                      Op::kRead};
+  std::vector<size_t> sizes{64, 4096, 65536, size_t{1} << 20};
+  std::vector<unsigned> lanes{1};
+  double duration_s = 2.0;  // per case and run, unless count is set
+  uint64_t count = 0;       // operations per lane (0: run for duration_s)
+  double warmup_s = 0.2;
+  unsigned batch = 16;  // flushes per drain
+  unsigned repeat = 1;  // runs of every case; the figures are medians
+  bool raw = true;
+  bool rpmem = true;
+  bool remove = false;  // rpmem_remove the pool at the end if we created it
+  Format format = Format::kTable;
+  int progress = -1;  // -1: when stderr is a terminal
+};
+
+// Parses argv; prints usage and exits on --help or on an error.
+Options parse_options(int argc, char **argv);
+
+struct Case {
+  Op op;
+  size_t size;
+  unsigned lanes;
+};
+
+struct Result {
+  Case c;
+  double p50_us = 0, p99_us = 0, p999_us = 0;  // per operation (a batch for flush+drain)
+  double ops_s = 0;                            // size-byte writes or reads per second
+  double mb_s = 0;                             // 10^6 bytes per second
+  uint64_t ops = 0;                            // operations measured (all runs)
+  double allocs_per_op = -1;                   // mallocs inside librpmem calls; -1 unknown
+  int error = 0;                               // errno of a failed case
+  std::string error_text;
+};
+
+// Samples of one run of one case, one vector per lane.
+struct RunSamples {
+  std::vector<std::vector<uint32_t>> lat_ns;  // latency of each operation
+  uint64_t ops = 0;                           // size-byte units done
+  double seconds = 0;                         // wall time of the measured part
+  uint64_t allocs = 0;
+  int error = 0;
+  std::string error_text;
+};
+
+}  // namespace rpmem_bench
+
+#endif  // RPMEM_TOOLS_RPMEM_BENCH_BENCH_H

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// rpmem-bench: latency and throughput of librpmem.so.1 next to raw TCP on the same machine.
+#include "tools/rpmem-bench/bench.h"
+#include "tools/rpmem-bench/raw.h"
+#include "tools/rpmem-bench/remote_pool.h"
+#include "tools/rpmem-bench/report.h"
+#include "tools/rpmem-bench/runner.h"
+
+#include <dlfcn.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+namespace rpmem_bench {
+namespace {
+
+std::string case_label(const Case &c, unsigned rep, unsigned reps) {
+  char buf[96];
+  std::snprintf(buf, sizeof(buf), "%s %zu B x%u [run %u/%u]", op_name(c.op), c.size, c.lanes,
+                rep + 1, reps);
+  return buf;
+}
+
+std::string machine_facts() {
+  std::string cpu = "?";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  utsname u{};
+  ::uname(&u);
+  return cpu + ", " + std::to_string(std::thread::hardware_concurrency()) + " CPUs, " + u.sysname +
+         " " + u.release;
+}
+
+std::string library_path() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void *>(&rpmem_persist), &info) && info.dli_fname)
+    return info.dli_fname;
+  return "?";
+}
+
+std::vector<Case> plan(const Options &opt) {
+  std::vector<Case> cases;
+  for (unsigned lanes : opt.lanes) {
+    for (size_t size : opt.sizes) {
+      if (opt.raw) {
+        cases.push_back({Op::kRawRr, size, lanes});
+        cases.push_back({Op::kRawStream, size, lanes});
+      }
+      if (opt.rpmem)
+        for (Op op : opt.ops) cases.push_back({op, size, lanes});
+    }
+  }
+  return cases;
+}
+
+int run(int argc, char **argv) {
+  Options opt = parse_options(argc, argv);
+  RunInfo info;
+  for (int i = 0; i < argc; ++i) info.command += (i ? " " : "") + std::string(argv[i]);
+  info.library = library_path();
+  info.machine = machine_facts();
+  char date[64];
+  std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %Z", std::localtime(&now));
+  info.date = date;
+
+  std::unique_ptr<RawServer> server;
+  if (opt.raw) server = std::make_unique<RawServer>();
+  std::unique_ptr<RemotePool> pool;
+  if (opt.rpmem) {
+    pool = std::make_unique<RemotePool>(opt);
+    info.pool = opt.target + ":" + opt.pool_set + ", " + pool->how_opened() + ", " +
+                std::to_string(opt.pool_size >> 20) + " MiB used, " +
+                std::to_string(pool->nlanes()) + " lanes granted";
+  } else {
+    info.pool = "(raw only)";
+  }
+
+  const std::vector<Case> cases = plan(opt);
+  std::vector<std::vector<RunSamples>> runs(cases.size());
+  // Runs are interleaved, so that a slow moment of the machine touches
+  // every case a little rather than one case a lot.
+  for (unsigned rep = 0; rep < opt.repeat; ++rep) {
+    for (size_t i = 0; i < cases.size(); ++i) {
+      const Case &c = cases[i];
+      if (!runs[i].empty() && runs[i].back().error) continue;
+      RunSamples s;
+      std::string why;
+      if (is_raw(c.op)) {
+        try {
+          RawClient client(server->port(), c.op, c.size, c.lanes);
+          s = run_lanes(opt, c.lanes, client.workload(), case_label(c, rep, opt.repeat));
+        } catch (const std::exception &e) {
+          s.error = EIO;
+          s.error_text = e.what();
+        }
+      } else {
+        Workload w = pool->workload(c, why);
+        if (w.op) {
+          s = run_lanes(opt, c.lanes, w, case_label(c, rep, opt.repeat));
+          if (s.error) s.error_text += std::string(" (") + rpmem_errormsg() + ")";
+        } else {
+          s.error = EINVAL;
+          s.error_text = why;
+        }
+      }
+      runs[i].push_back(std::move(s));
+    }
+  }
+
+  std::vector<Result> results;
+  for (size_t i = 0; i < cases.size(); ++i) results.push_back(summarize(cases[i], runs[i]));
+  print(stdout, opt.format, info, results);
+  return 0;
+}
+
+}  // namespace
+}  // namespace rpmem_bench
+
+int main(int argc, char **argv) {
+  try {
+    return rpmem_bench::run(argc, argv);
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "rpmem-bench: %s\n", e.what());
+    return 1;
+  }
+}

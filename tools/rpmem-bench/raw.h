@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Raw mode: what plain TCP on the same machine does for the same sizes.
+#ifndef RPMEM_TOOLS_RPMEM_BENCH_RAW_H
+#define RPMEM_TOOLS_RPMEM_BENCH_RAW_H
+
+#include "tools/rpmem-bench/runner.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rpmem_bench {
+
+// A server thread on a loopback port. Each connection first says what it
+// wants: request/response (read `size` bytes, answer 16) or sink (read
+// until EOF, then answer the byte count). One thread serves each
+// connection, as rpmemd serves each lane.
+class RawServer {
+ public:
+  RawServer();  // throws std::runtime_error
+  ~RawServer();
+  RawServer(const RawServer &) = delete;
+  RawServer &operator=(const RawServer &) = delete;
+  uint16_t port() const { return port_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  uint16_t port_ = 0;
+};
+
+// The client side of one raw case: `lanes` connections set up before the
+// clock starts, closed when it is destroyed.
+class RawClient {
+ public:
+  // op is Op::kRawRr or Op::kRawStream.
+  RawClient(uint16_t port, Op op, size_t size, unsigned lanes);  // throws std::runtime_error
+  ~RawClient();
+  RawClient(const RawClient &) = delete;
+  RawClient &operator=(const RawClient &) = delete;
+  Workload workload();
+
+ private:
+  Op op_;
+  size_t size_;
+  std::vector<int> fds_;
+  std::vector<std::unique_ptr<uint8_t[]>> bufs_;
+};
+
+}  // namespace rpmem_bench
+
+#endif  // RPMEM_TOOLS_RPMEM_BENCH_RAW_H

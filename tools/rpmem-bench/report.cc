@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Turns the runs of each case into figures and prints them as a table, CSV or JSON.
+#include "tools/rpmem-bench/report.h"
+
+#include "tools/rpmem-bench/runner.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace rpmem_bench {
+namespace {
+
+constexpr size_t kStreamFrom = 64 * 1024;  // from here on, compare throughput
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Nearest-rank percentile of sorted samples, in microseconds.
+double pct_us(const std::vector<uint32_t> &sorted, double p) {
+  if (sorted.empty()) return 0;
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(sorted.size())));
+  rank = std::clamp<size_t>(rank, 1, sorted.size());
+  return sorted[rank - 1] / 1000.0;
+}
+
+std::string size_text(size_t s) {
+  if (s >= (size_t{1} << 30) && s % (size_t{1} << 30) == 0) return std::to_string(s >> 30) + " GiB";
+  if (s >= (size_t{1} << 20) && s % (size_t{1} << 20) == 0) return std::to_string(s >> 20) + " MiB";
+  if (s >= 1024 && s % 1024 == 0) return std::to_string(s >> 10) + " KiB";
+  return std::to_string(s) + " B";
+}
+
+// What a case is compared with, and how.
+struct Baseline {
+  const Result *base = nullptr;
+  bool by_latency = false;  // p50 over the base's p50; otherwise MB/s over the base's MB/s
+  const char *name = "";
+};
+
+const Result *find(const std::vector<Result> &rs, Op op, size_t size, unsigned lanes) {
+  for (const auto &r : rs)
+    if (r.c.op == op && r.c.size == size && r.c.lanes == lanes && !r.error) return &r;
+  return nullptr;
+}
+
+Baseline baseline_of(const Result &r, const std::vector<Result> &rs) {
+  Baseline b;
+  if (is_raw(r.c.op)) return b;
+  if (r.c.op == Op::kFlushDrain) {
+    b.base = find(rs, Op::kPersist, r.c.size, r.c.lanes);
+    b.name = "persist";
+  } else if (r.c.size < kStreamFrom) {
+    b.base = find(rs, Op::kRawRr, r.c.size, r.c.lanes);
+    b.by_latency = true;
+    b.name = "raw rr";
+  } else {
+    b.base = find(rs, Op::kRawStream, r.c.size, r.c.lanes);
+    b.name = "raw stream";
+  }
+  return b;
+}
+
+double ratio(const Result &r, const Baseline &b) {
+  if (!b.base) return 0;
+  if (b.by_latency) return b.base->p50_us > 0 ? r.p50_us / b.base->p50_us : 0;
+  return b.base->mb_s > 0 ? r.mb_s / b.base->mb_s : 0;
+}
+
+double ratio_to(const Result &r, const std::vector<Result> &rs, Op op, bool latency) {
+  const Result *b = find(rs, op, r.c.size, r.c.lanes);
+  if (!b || is_raw(r.c.op)) return 0;
+  if (latency) return b->p50_us > 0 ? r.p50_us / b->p50_us : 0;
+  return b->mb_s > 0 ? r.mb_s / b->mb_s : 0;
+}
+
+std::string json_escape(const std::string &s) {
+  std::string o;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      o += '\\';
+      o += ch;
+    } else if (static_cast<unsigned char>(ch) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", ch);
+      o += buf;
+    } else {
+      o += ch;
+    }
+  }
+  return o;
+}
+
+void print_table(std::FILE *out, const RunInfo &info, const std::vector<Result> &rs) {
+  std::fprintf(out, "# %s\n# library  %s\n# machine  %s\n# pool     %s\n# date     %s\n",
+               info.command.c_str(), info.library.c_str(), info.machine.c_str(), info.pool.c_str(),
+               info.date.c_str());
+  std::fprintf(out, "%-16s %8s %5s %9s %9s %9s %10s %9s %7s  %-24s %s\n", "case", "size", "lanes",
+               "p50 us", "p99 us", "p99.9 us", "calls/s", "MB/s", "alloc/c", "raw equivalent",
+               "ratio");
+  for (const auto &r : rs) {
+    std::fprintf(out, "%-16s %8s %5u ", op_name(r.c.op), size_text(r.c.size).c_str(), r.c.lanes);
+    if (r.error) {
+      std::fprintf(out, " failed: %s\n", r.error_text.c_str());
+      continue;
+    }
+    char alloc[16] = "-";
+    if (r.allocs_per_op >= 0) std::snprintf(alloc, sizeof(alloc), "%.2f", r.allocs_per_op);
+    std::fprintf(out, "%9.1f %9.1f %9.1f %10.0f %9.1f %7s", r.p50_us, r.p99_us, r.p999_us, r.ops_s,
+                 r.mb_s, alloc);
+    Baseline b = baseline_of(r, rs);
+    if (b.base) {
+      char what[64];
+      if (b.by_latency)
+        std::snprintf(what, sizeof(what), "%s p50 %.1f us", b.name, b.base->p50_us);
+      else
+        std::snprintf(what, sizeof(what), "%s %.1f MB/s", b.name, b.base->mb_s);
+      std::fprintf(out, "  %-24s %.2fx %s", what, ratio(r, b), b.by_latency ? "p50" : "MB/s");
+    }
+    std::fprintf(out, "\n");
+  }
+}
+
+void print_csv(std::FILE *out, const std::vector<Result> &rs) {
+  std::fprintf(out,
+               "case,size,lanes,p50_us,p99_us,p999_us,ops_per_s,mb_per_s,calls,allocs_per_call,"
+               "p50_over_raw_rr_p50,mbps_over_raw_stream,mbps_over_persist,error\n");
+  for (const auto &r : rs) {
+    std::fprintf(out, "%s,%zu,%u,%.2f,%.2f,%.2f,%.1f,%.2f,%llu,%.3f,%.3f,%.3f,%.3f,%s\n",
+                 op_name(r.c.op), r.c.size, r.c.lanes, r.p50_us, r.p99_us, r.p999_us, r.ops_s,
+                 r.mb_s, static_cast<unsigned long long>(r.ops), r.allocs_per_op,
+                 ratio_to(r, rs, Op::kRawRr, true), ratio_to(r, rs, Op::kRawStream, false),
+                 r.c.op == Op::kFlushDrain ? ratio_to(r, rs, Op::kPersist, false) : 0.0,
+                 r.error_text.c_str());
+  }
+}
+
+void print_json(std::FILE *out, const RunInfo &info, const std::vector<Result> &rs) {
+  std::fprintf(out,
+               "{\n  \"command\": \"%s\",\n  \"library\": \"%s\",\n  \"machine\": \"%s\",\n"
+               "  \"pool\": \"%s\",\n  \"date\": \"%s\",\n  \"results\": [",
+               json_escape(info.command).c_str(), json_escape(info.library).c_str(),
+               json_escape(info.machine).c_str(), json_escape(info.pool).c_str(),
+               json_escape(info.date).c_str());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    const auto &r = rs[i];
+    std::fprintf(out,
+                 "%s\n    {\"case\": \"%s\", \"size\": %zu, \"lanes\": %u, \"p50_us\": %.2f, "
+                 "\"p99_us\": %.2f, \"p999_us\": %.2f, \"ops_per_s\": %.1f, \"mb_per_s\": %.2f, "
+                 "\"calls\": %llu, \"allocs_per_call\": %.3f, \"p50_over_raw_rr_p50\": %.3f, "
+                 "\"mbps_over_raw_stream\": %.3f, \"mbps_over_persist\": %.3f",
+                 i ? "," : "", op_name(r.c.op), r.c.size, r.c.lanes, r.p50_us, r.p99_us, r.p999_us,
+                 r.ops_s, r.mb_s, static_cast<unsigned long long>(r.ops), r.allocs_per_op,
+                 ratio_to(r, rs, Op::kRawRr, true), ratio_to(r, rs, Op::kRawStream, false),
+                 r.c.op == Op::kFlushDrain ? ratio_to(r, rs, Op::kPersist, false) : 0.0);
+    if (r.error) std::fprintf(out, ", \"error\": \"%s\"", json_escape(r.error_text).c_str());
+    std::fprintf(out, "}");
+  }
+  std::fprintf(out, "\n  ]\n}\n");
+}
+
+}  // namespace
+
+const char *op_name(Op op) {
+  switch (op) {
+    case Op::kPersist:
+      return "persist";
+    case Op::kPersistRelaxed:
+      return "persist-relaxed";
+    case Op::kDeepPersist:
+      return "deep-persist";
+    case Op::kFlushDrain:
+      return "flush+drain";
+    case Op::kRead:
+      return "read";
+    case Op::kRawRr:
+      return "raw-rr";
+    case Op::kRawStream:
+      return "raw-stream";
+  }
+  return "?";
+}
+
+bool is_raw(Op op) { return op == Op::kRawRr || op == Op::kRawStream; }
+
+Result summarize(const Case &c, std::vector<RunSamples> &runs) {
+  Result r;
+  r.c = c;
+  std::vector<double> p50, p99, p999, ops_s, mb_s;
+  uint64_t calls = 0, allocs = 0;
+  for (auto &run : runs) {
+    if (run.error) {
+      r.error = run.error;
+      r.error_text = run.error_text;
+      return r;
+    }
+    std::vector<uint32_t> all;
+    for (auto &lane : run.lat_ns) all.insert(all.end(), lane.begin(), lane.end());
+    std::sort(all.begin(), all.end());
+    p50.push_back(pct_us(all, 50));
+    p99.push_back(pct_us(all, 99));
+    p999.push_back(pct_us(all, 99.9));
+    double secs = run.seconds > 0 ? run.seconds : 1e-9;
+    ops_s.push_back(static_cast<double>(run.ops) / secs);
+    mb_s.push_back(static_cast<double>(run.ops) * static_cast<double>(c.size) / secs / 1e6);
+    r.ops += run.ops;
+    calls += all.size();
+    allocs += run.allocs;
+  }
+  r.p50_us = median(p50);
+  r.p99_us = median(p99);
+  r.p999_us = median(p999);
+  r.ops_s = median(ops_s);
+  r.mb_s = median(mb_s);
+  if (!is_raw(c.op) && thread_allocs() >= 0)
+    r.allocs_per_op = calls ? static_cast<double>(allocs) / static_cast<double>(calls) : 0;
+  return r;
+}
+
+void print(std::FILE *out, Format f, const RunInfo &info, const std::vector<Result> &results) {
+  switch (f) {
+    case Format::kTable:
+      print_table(out, info, results);
+      break;
+    case Format::kCsv:
+      print_csv(out, results);
+      break;
+    case Format::kJson:
+      print_json(out, info, results);
+      break;
+  }
+}
+
+}  // namespace rpmem_bench
