@@ -5,6 +5,8 @@
 
 #include "common/log.h"
 #include "librpmem/errormsg.h"
+#include "librpmem/ssh_channel.h"
+#include "librpmem/tls_channel.h"
 
 #include <sys/wait.h>
 
@@ -21,13 +23,44 @@ int fail(int err, const std::string &msg) {
 }
 
 // A message for a control-channel failure before the session is set up.
-int oob_failure(std::error_code ec, SshChannel &ch) {
+int oob_failure(std::error_code ec, ControlChannel &ch) {
   int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
   std::string msg = std::string("out-of-band connection failed: ") + strerror(err);
   if (ec == std::errc::timed_out) msg += " (no answer in time)";
-  std::string line = ch.stderr_line();
+  std::string line = ch.diagnostics();
   if (!line.empty()) msg += ": " + line;
   return fail(err, msg);
+}
+
+// rpmem_remove on an rpmems:// target: a REMOVE request over TLS.
+int remove_from_service(const TargetAddress &target, const Settings &settings,
+                        const std::string &pool_set, int flags) {
+  auto tls = TlsChannel::connect(target, settings);
+  if (!tls) return fail(tls.error().code.value(), "remote command failed: " + tls.error().message);
+  auto &ch = *tls.value();
+  const auto timeout = settings.control_timeout();
+  proto::Bytes payload;
+  std::error_code ec = ch.recv(MsgType::kHello, payload, timeout);
+  std::optional<proto::Hello> hello;
+  if (!ec && !(hello = proto::decode_hello(payload))) ec = errc(EPROTO);
+  if (!ec && hello->status != 0)
+    return fail(hello->status < 4096 ? static_cast<int>(hello->status) : EPROTO,
+                std::string("remote command failed: ") + strerror(static_cast<int>(hello->status)));
+  if (pool_set.size() > proto::kMaxPoolSetName || pool_set.empty())
+    return fail(EINVAL, proto::status_message(proto::Status::kBadName));
+  if (!ec)
+    ec = ch.send(proto::encode(proto::RemoveRequest{static_cast<uint32_t>(flags), pool_set}),
+                 timeout);
+  if (!ec) ec = ch.recv(MsgType::kRemoveResp, payload, timeout);
+  std::optional<proto::StatusResponse> resp;
+  if (!ec && !(resp = proto::decode_status_response(payload))) ec = errc(EPROTO);
+  ch.close(timeout);
+  if (ec)
+    return fail(ec.value() == EPROTO ? EPROTO : ECONNRESET, "waiting for remote command failed");
+  if (resp->status != proto::Status::kSuccess)
+    return fail(proto::status_to_errno(resp->status),
+                std::string("remote command failed: ") + proto::status_message(resp->status));
+  return 0;
 }
 
 uint32_t client_transports(const Settings &s) {
@@ -40,7 +73,8 @@ uint32_t client_transports(const Settings &s) {
 
 }  // namespace
 
-Pool::Pool(Settings settings, std::unique_ptr<SshChannel> channel, const uint8_t *base, size_t size)
+Pool::Pool(Settings settings, std::unique_ptr<ControlChannel> channel, const uint8_t *base,
+           size_t size)
     : settings_(std::move(settings)), channel_(std::move(channel)), base_(base), size_(size) {}
 
 Pool::~Pool() = default;
@@ -54,9 +88,19 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   uint32_t transports = client_transports(settings);
   if (!transports) return fail(ENOMEDIUM, "cannot find provider");
 
-  auto spawned = SshChannel::spawn(settings, *target, settings.next_cmd(), {});
-  if (!spawned) return fail(spawned.error().code.value(), spawned.error().message);
-  auto &ch = *spawned.value();
+  std::unique_ptr<ControlChannel> channel;
+  if (target->service) {
+    auto tls = TlsChannel::connect(*target, settings);
+    if (!tls)
+      return fail(tls.error().code.value(),
+                  "out-of-band connection failed: " + tls.error().message);
+    channel = std::move(tls.value());
+  } else {
+    auto spawned = SshChannel::spawn(settings, *target, settings.next_cmd(), {});
+    if (!spawned) return fail(spawned.error().code.value(), spawned.error().message);
+    channel = std::move(spawned.value());
+  }
+  auto &ch = *channel;
   const auto ctl_timeout = settings.control_timeout();
 
   proto::Bytes payload;
@@ -66,7 +110,7 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   if (hello->status != 0) {
     int err = hello->status < 4096 ? static_cast<int>(hello->status) : EPROTO;
     std::string msg = std::string("out-of-band connection failed: ") + strerror(err);
-    if (auto line = ch.stderr_line(); !line.empty()) msg += ": " + line;
+    if (auto line = ch.diagnostics(); !line.empty()) msg += ": " + line;
     return fail(err, msg);
   }
   if (hello->major != proto::kMajor)
@@ -94,7 +138,7 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
                    args.pool_set.c_str(), args.create ? "created" : "opened", resp->nlanes,
                    resp->transport == proto::TransportKind::kTcp ? "tcp" : "verbs");
 
-  std::unique_ptr<Pool> pool(new Pool(std::move(settings), std::move(spawned.value()),
+  std::unique_ptr<Pool> pool(new Pool(std::move(settings), std::move(channel),
                                       static_cast<const uint8_t *>(args.addr), args.size));
   pool->has_headers_ = (resp->pool_flags & proto::kPoolHasHeaders) != 0;
 
@@ -243,7 +287,7 @@ int Pool::close() noexcept try {
   if (!ec) ec = channel_->recv(MsgType::kCloseResp, payload, timeout);
   std::optional<proto::StatusResponse> resp;
   if (!ec && !(resp = proto::decode_status_response(payload))) ec = errc(EPROTO);
-  channel_->close_and_wait(timeout);
+  channel_->close(timeout);
   if (ec) {
     int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
     set_errormsg("close failed: %s", strerror(err));
@@ -265,6 +309,7 @@ int Pool::remove(const std::string &target_str, const std::string &pool_set, int
   auto target = parse_target(target_str);
   if (!target) return fail(EINVAL, target.error().message + ": parsing target node address failed");
   Settings settings = Settings::from_env();
+  if (target->service) return remove_from_service(*target, settings, pool_set, flags);
   std::vector<std::string> args{"--remove", pool_set};
   if (flags & 0x1) args.emplace_back("--force");
   if (flags & 0x2) args.emplace_back("--pool-set");

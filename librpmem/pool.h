@@ -14,8 +14,8 @@
 
 #include "common/pool_attr.h"
 #include "common/transport/transport.h"
+#include "librpmem/control_channel.h"
 #include "librpmem/settings.h"
-#include "librpmem/ssh_channel.h"
 
 #include <atomic>
 #include <memory>
@@ -58,14 +58,15 @@ class Pool {
   int close() noexcept;
 
  private:
-  Pool(Settings settings, std::unique_ptr<SshChannel> channel, const uint8_t *base, size_t size);
+  Pool(Settings settings, std::unique_ptr<ControlChannel> channel, const uint8_t *base,
+       size_t size);
 
   // Argument and state checks shared by the data-path calls.
   int check(size_t offset, size_t length, unsigned lane, bool guard_header) noexcept;
   int lane_result(std::error_code ec, const char *op) noexcept;
 
   Settings settings_;
-  std::unique_ptr<SshChannel> channel_;
+  std::unique_ptr<ControlChannel> channel_;
   std::mutex control_mu_;  // serialises control-channel exchanges
   std::vector<std::unique_ptr<transport::InitiatorLane>> lanes_;
   const uint8_t *base_;

@@ -64,6 +64,9 @@ Settings Settings::from_env() {
   read_positive("RPMEM_WORK_QUEUE_SIZE", s.work_queue_size);
   s.enable_verbs = read_enable("RPMEM_ENABLE_VERBS", true);
   s.enable_sockets = read_enable("RPMEM_ENABLE_SOCKETS", true);
+  if (const char *v = std::getenv("RPMEM_TLS_CERT")) s.tls_cert = v;
+  if (const char *v = std::getenv("RPMEM_TLS_KEY")) s.tls_key = v;
+  if (const char *v = std::getenv("RPMEM_TLS_CA")) s.tls_ca = v;
   if (const char *v = std::getenv("RPMEM_TIMEOUT")) {
     char *end = nullptr;
     double secs = std::strtod(v, &end);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Settings: what the environment tells the library (RPMEM_SSH, RPMEM_CMD,
 // RPMEM_MAX_NLANES, RPMEM_WORK_QUEUE_SIZE, RPMEM_ENABLE_VERBS,
-// RPMEM_ENABLE_SOCKETS, RPMEM_TIMEOUT), read at each create/open/remove, and
+// RPMEM_ENABLE_SOCKETS, RPMEM_TIMEOUT, RPMEM_TLS_*), read at each
+// create/open/remove, and
 // the logging variables (RPMEM_LOG_LEVEL, RPMEM_LOG_FILE), read once.
 #ifndef RPMEM_LIBRPMEM_SETTINGS_H
 #define RPMEM_LIBRPMEM_SETTINGS_H
@@ -24,6 +25,11 @@ struct Settings {
   // times as long (starting ssh and rpmemd, creating a pool).
   std::chrono::milliseconds timeout{5000};
   static constexpr int kControlFactor = 6;
+  // rpmems:// targets: the client's certificate and key (both or neither),
+  // and the CA that must have signed the service's certificate.
+  std::string tls_cert;  // RPMEM_TLS_CERT
+  std::string tls_key;   // RPMEM_TLS_KEY
+  std::string tls_ca;    // RPMEM_TLS_CA
 
   static Settings from_env();
   std::chrono::milliseconds control_timeout() const { return timeout * kControlFactor; }

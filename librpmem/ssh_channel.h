@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "common/proto.h"
+#include "librpmem/control_channel.h"
 #include "librpmem/settings.h"
 #include "librpmem/target_address.h"
 
@@ -30,28 +31,29 @@ std::string shell_quote(const std::string &arg);
 std::vector<std::string> ssh_argv(const Settings &settings, const TargetAddress &target,
                                   const std::string &cmd, const std::vector<std::string> &args);
 
-class SshChannel {
+class SshChannel final : public ControlChannel {
  public:
   // Starts the child. Errors: EINVAL (bad port), or the spawn's errno.
   static Result<std::unique_ptr<SshChannel>> spawn(const Settings &settings,
                                                    const TargetAddress &target,
                                                    const std::string &cmd,
                                                    const std::vector<std::string> &args);
-  ~SshChannel();  // closes the sockets and reaps the child (bounded wait)
+  ~SshChannel() override;  // closes the sockets and reaps the child (bounded wait)
   SshChannel(const SshChannel &) = delete;
   SshChannel &operator=(const SshChannel &) = delete;
 
   // Sends one whole frame. ECONNRESET when the child is gone.
-  std::error_code send(const proto::Bytes &frame, std::chrono::milliseconds timeout) noexcept;
-  // Receives one frame of the expected type: ECONNRESET (EOF), ETIMEDOUT,
-  // EPROTO (malformed or unexpected frame).
+  std::error_code send(const proto::Bytes &frame,
+                       std::chrono::milliseconds timeout) noexcept override;
   std::error_code recv(proto::MsgType expected, proto::Bytes &payload,
-                       std::chrono::milliseconds timeout) noexcept;
+                       std::chrono::milliseconds timeout) noexcept override;
   // Waits for EOF on the child's stdout; EPROTO if any byte arrives.
   std::error_code wait_eof(std::chrono::milliseconds timeout) noexcept;
 
   // What the child wrote to stderr so far: the first line, without CR/LF.
   std::string stderr_line();
+  std::string diagnostics() override { return stderr_line(); }
+  void close(std::chrono::milliseconds timeout) noexcept override { close_and_wait(timeout); }
   // Closes stdin/stdout and reaps the child; returns its wait status, or -1
   // if it had to be killed after `timeout`.
   int close_and_wait(std::chrono::milliseconds timeout);

@@ -13,6 +13,11 @@ std::string TargetAddress::ssh_destination() const {
 Result<TargetAddress> parse_target(std::string_view target) {
   TargetAddress t;
   std::string_view rest = target;
+  if (rest.substr(0, kServiceScheme.size()) == kServiceScheme) {
+    t.service = true;
+    rest.remove_prefix(kServiceScheme.size());
+    if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  }
   if (auto at = rest.find('@'); at != std::string_view::npos) {
     t.user = std::string(rest.substr(0, at));
     rest.remove_prefix(at + 1);

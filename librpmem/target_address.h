@@ -13,10 +13,14 @@
 
 namespace rpmem {
 
+inline constexpr uint16_t kServicePort = 7636;
+inline constexpr std::string_view kServiceScheme = "rpmems://";
+
 struct TargetAddress {
-  std::string user;  // empty: none given
-  std::string host;  // brackets stripped
-  std::string port;  // empty: none given; validated by port_number()
+  bool service = false;  // rpmems://
+  std::string user;      // empty: none given
+  std::string host;      // brackets stripped
+  std::string port;      // empty: none given; validated by port_number()
 
   // "user@host" for ssh, brackets stripped.
   std::string ssh_destination() const;

@@ -2,6 +2,20 @@
 // rpmemd's service mode: TLS listener, one thread and one Session per client.
 #include "rpmemd/service.h"
 
+#include "common/error.h"
+#include "common/log.h"
+#include "common/transport/transport.h"
+#include "rpmemd/control_io.h"
+#include "rpmemd/pool_store.h"
+#include "rpmemd/session.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
+
 #include <netdb.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -13,22 +27,9 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/ssl.hpp>
-#include <boost/asio/write.hpp>
 #include <list>
 #include <mutex>
 #include <thread>
-
-#include "common/error.h"
-#include "common/log.h"
-#include "common/transport/transport.h"
-#include "rpmemd/control_io.h"
-#include "rpmemd/pool_store.h"
-#include "rpmemd/session.h"
 
 #ifdef RPMEM_HAVE_SYSTEMD
 #include <systemd/sd-daemon.h>
@@ -174,8 +175,9 @@ int Service::run() {
     if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
     if (!ec) acceptor.bind(ep, ec);
     if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) throw SetupError(ec.value(), "cannot listen on " + config_.service_listen + ": " +
-                                             ec.message());
+    if (ec)
+      throw SetupError(ec.value(),
+                       "cannot listen on " + config_.service_listen + ": " + ec.message());
     listen_fd = acceptor.release();
     RPMEM_LOG_NOTICE("service: listening on %s", config_.service_listen.c_str());
   }
@@ -275,14 +277,14 @@ void Service::serve(ssl::context &ctx, int fd, unsigned id, const std::string &p
   const std::string dir = config_.poolset_dir + "/" + cn;
   struct stat st {};
   if (!valid_client_name(cn) || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    RPMEM_LOG_WARN("client %u (%s): certificate '%s' has no pool set directory", id,
-                   peer.c_str(), cn.c_str());
+    RPMEM_LOG_WARN("client %u (%s): certificate '%s' has no pool set directory", id, peer.c_str(),
+                   cn.c_str());
     hello.status = EACCES;
     control.write_all(proto::encode(hello));
     return;
   }
-  RPMEM_LOG_NOTICE("client %u (%s): '%s' authenticated, pool set directory %s", id,
-                   peer.c_str(), cn.c_str(), dir.c_str());
+  RPMEM_LOG_NOTICE("client %u (%s): '%s' authenticated, pool set directory %s", id, peer.c_str(),
+                   cn.c_str(), dir.c_str());
   if (control.write_all(proto::encode(hello))) return;
 
   PoolStore store(dir);

@@ -8,11 +8,11 @@
 #ifndef RPMEMD_SERVICE_H
 #define RPMEMD_SERVICE_H
 
-#include <string>
+#include "rpmemd/config.h"
 
 #include <boost/asio/ssl/context.hpp>
 
-#include "rpmemd/config.h"
+#include <string>
 
 namespace rpmemd {
 
