@@ -26,7 +26,6 @@ endif()
 set(CPACK_PACKAGE_NAME rpmem)
 set(CPACK_PACKAGE_VENDOR "rpmem")
 set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
-set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "remote persistent memory replication")
 set(CPACK_PACKAGE_CONTACT "${RPMEM_PACKAGE_MAINTAINER}")
 set(CPACK_RESOURCE_FILE_README "${PROJECT_SOURCE_DIR}/README.md")
 set(CPACK_GENERATOR DEB)
@@ -48,21 +47,23 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 # libstdc++6, libpmem1, libboost-program-options, ... as the binaries need.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+# A shlibs file for packages with shared objects (librpmem1 only), so that
+# programs packaged against it depend on librpmem1 (>= this version).
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
+# Each description's first line is the package's summary.
 
 # librpmem1
 set(CPACK_DEBIAN_LIB_PACKAGE_NAME librpmem1)
 set(CPACK_DEBIAN_LIB_PACKAGE_SECTION libs)
-# shlibs file and the ldconfig trigger.
-set(CPACK_DEBIAN_LIB_PACKAGE_GENERATE_SHLIBS ON)
-set(CPACK_DEBIAN_LIB_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_LIB_PACKAGE_CONFLICTS "librpmem1-debug, librpmem, librpmem-debug")
 set(CPACK_DEBIAN_LIB_PACKAGE_REPLACES "librpmem1-debug, librpmem, librpmem-debug")
 set(CPACK_DEBIAN_LIB_DESCRIPTION "remote persistent memory replication - client library
- librpmem.so.1 replicates a local memory region to a pool file on another
- machine: rpmem_persist() returns when the bytes are durable there. It has
- PMDK's librpmem C API (1.3) and ABI (soname, LIBRPMEM_1.0 symbols), so
- programs and PMDK's libpmemobj built for it use it unchanged. Data travels
- over TCP (or RDMA); the target runs rpmemd, reached over ssh.")
+librpmem.so.1 replicates a local memory region to a pool file on another
+machine: rpmem_persist() returns when the bytes are durable there. It has
+PMDK's librpmem C API (1.3) and ABI (soname, LIBRPMEM_1.0 symbols), so
+programs and PMDK's libpmemobj built for it use it unchanged. Data travels
+over TCP (or RDMA); the target runs rpmemd, reached over ssh.")
 
 # librpmem-dev
 set(CPACK_DEBIAN_DEV_PACKAGE_NAME librpmem-dev)
@@ -70,9 +71,9 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "librpmem1 (= ${RPMEM_DEB_FULL_VERSION})")
 set(CPACK_DEBIAN_DEV_PACKAGE_RECOMMENDS "pkg-config")
 set(CPACK_DEBIAN_DEV_DESCRIPTION "remote persistent memory replication - development files
- The header librpmem.h, the librpmem.so link, pkg-config (librpmem.pc) and
- CMake (find_package(librpmem), target librpmem::rpmem) files, and the
- librpmem(7) and rpmem_*(3) man pages.")
+The header librpmem.h, the librpmem.so link, pkg-config (librpmem.pc) and
+CMake (find_package(librpmem), target librpmem::rpmem) files, and the
+librpmem(7) and rpmem_*(3) man pages.")
 
 # rpmemd
 set(CPACK_DEBIAN_DAEMON_PACKAGE_NAME rpmemd)
@@ -81,10 +82,10 @@ set(CPACK_DEBIAN_DAEMON_PACKAGE_SECTION net)
 set(CPACK_DEBIAN_DAEMON_PACKAGE_DEPENDS "systemd | adduser")
 set(CPACK_DEBIAN_DAEMON_PACKAGE_SUGGESTS "openssh-server")
 set(CPACK_DEBIAN_DAEMON_DESCRIPTION "remote persistent memory replication - target daemon
- rpmemd owns the pool files on the target node of librpmem: started by the
- client over ssh, one per pool, or as a long-running systemd service that
- authenticates clients with mutual TLS. Pools are PMDK pool sets, mapped
- with libpmem, readable by pmempool and libpmemobj.")
+rpmemd owns the pool files on the target node of librpmem: started by the
+client over ssh, one per pool, or as a long-running systemd service that
+authenticates clients with mutual TLS. Pools are PMDK pool sets, mapped
+with libpmem, readable by pmempool and libpmemobj.")
 # Maintainer scripts, and /etc/rpmemd/rpmemd.conf as a conffile (kept on
 # upgrade when edited, removed on purge).
 file(WRITE ${PROJECT_BINARY_DIR}/deb/rpmemd/conffiles
