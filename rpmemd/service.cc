@@ -229,6 +229,7 @@ int Service::run() {
     const std::string peer_name = numeric_address(peer, plen);
     c.thread = std::thread([this, &ctx, &c, id, peer_name] {
       serve(ctx, c.fd, id, peer_name);
+      ::shutdown(c.fd, SHUT_RDWR);  // the client sees the end now, not at the reap
       c.done = true;
     });
   }
