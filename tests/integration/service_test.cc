@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,9 +89,17 @@ class Service : public ::testing::Test {
                                        << "tls-ca = " << d << "/ca.crt\n"
                                        << "tls-cert = " << d << "/server.crt\n"
                                        << "tls-key = " << d << "/server.key\n";
+    // A datagram socket standing in for systemd's notification socket.
+    notify_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un un{};
+    un.sun_family = AF_UNIX;
+    const std::string notify_path = d + "/notify";
+    std::strncpy(un.sun_path, notify_path.c_str(), sizeof(un.sun_path) - 1);
+    ASSERT_EQ(::bind(notify_fd_, reinterpret_cast<sockaddr *>(&un), sizeof(un)), 0);
     daemon_ = ::fork();
     ASSERT_GE(daemon_, 0);
     if (daemon_ == 0) {
+      ::setenv("NOTIFY_SOCKET", notify_path.c_str(), 1);
       ::execl(RPMEMD_PATH, RPMEMD_PATH, "-c", (d + "/service.conf").c_str(), nullptr);
       ::_exit(127);
     }
@@ -101,6 +111,7 @@ class Service : public ::testing::Test {
   }
 
   void TearDown() override {
+    if (notify_fd_ >= 0) ::close(notify_fd_);
     if (daemon_ > 0) {
       ::kill(daemon_, SIGTERM);
       ::waitpid(daemon_, nullptr, 0);
@@ -131,6 +142,7 @@ class Service : public ::testing::Test {
   }
 
   Target target_;
+  int notify_fd_ = -1;
   pid_t daemon_ = -1;
   int port_ = 0;
   std::string target_str_;
@@ -296,6 +308,54 @@ TEST_F(Service, SigtermDuringTrafficLosesNoAcknowledgedByte) {
     EXPECT_GT(acked[lane].load(), 0u);
     EXPECT_GE(v, acked[lane].load()) << "lane " << lane << " lost an acknowledged value";
   }
+}
+
+TEST_F(Service, ReportsReadinessToSystemd) {
+  char buf[256] = {};
+  pollfd p{notify_fd_, POLLIN, 0};
+  ASSERT_EQ(::poll(&p, 1, 5000), 1) << "no notification from the service";
+  ssize_t n = ::recv(notify_fd_, buf, sizeof(buf) - 1, 0);
+  ASSERT_GT(n, 0);
+  EXPECT_NE(std::string(buf).find("READY=1"), std::string::npos) << buf;
+}
+
+TEST_F(Service, TakesTheListeningSocketFromSystemdSocketActivation) {
+  const char *activate = "/usr/bin/systemd-socket-activate";
+  if (::access(activate, X_OK) != 0) GTEST_SKIP() << "systemd-socket-activate not installed";
+  const std::string d = target_.dir();
+  const int port = free_port();
+  // The config names another port: the passed socket must win.
+  std::ifstream in(d + "/service.conf");
+  std::string conf((std::istreambuf_iterator<char>(in)), {});
+  conf += "service-listen = 127.0.0.1:1\nlog-file = " + d + "/activated.log\n";
+  std::ofstream(d + "/activated.conf") << conf;
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string listen = "127.0.0.1:" + std::to_string(port);
+    ::execl(activate, activate, "-l", listen.c_str(), RPMEMD_PATH, "-c",
+            (d + "/activated.conf").c_str(), nullptr);
+    ::_exit(127);
+  }
+  for (int i = 0; i < 500 && !can_connect(port); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  LocalPool local(kPool);
+  unsigned nl = 1;
+  const std::string t = "rpmems://127.0.0.1:" + std::to_string(port);
+  RPMEMpool *rpp = rpmem_create(t.c_str(), "p.set", local.data(), kPool, &nl, nullptr);
+  EXPECT_NE(rpp, nullptr) << rpmem_errormsg();
+  if (rpp) {
+    EXPECT_EQ(rpmem_persist(rpp, 0, kPool, 0, 0), 0);
+    EXPECT_EQ(rpmem_close(rpp), 0);
+  }
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  auto b = read_file(d + "/activated.log");
+  std::string alog(b.begin(), b.end());
+  EXPECT_NE(alog.find("listening on the socket systemd passed"), std::string::npos) << alog;
+  auto r = target_.remote_pool({{kPool, "alice.part"}}, false);
+  EXPECT_TRUE(same_bytes(r.data(), local.data(), 0, kPool));
 }
 
 }  // namespace
