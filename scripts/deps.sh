@@ -8,6 +8,7 @@ packages=(
   libpmem-dev libboost-dev libboost-program-options-dev
   libibverbs-dev librdmacm-dev libssl-dev libsystemd-dev
   libgtest-dev libgmock-dev
+  libpmemobj-dev libpmempool-dev pmdk-tools
   openssh-client openssh-server util-linux iproute2
   clang libclang-rt-14-dev
 )
