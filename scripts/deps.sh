@@ -11,6 +11,7 @@ packages=(
   libpmemobj-dev libpmempool-dev pmdk-tools
   openssh-client openssh-server util-linux iproute2
   clang libclang-rt-14-dev
+  systemd dpkg-dev file
 )
 missing=()
 for p in "${packages[@]}"; do

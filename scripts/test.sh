@@ -24,6 +24,7 @@ run_suite() {  # name, cmake options...
 
 run_suite dev -DCMAKE_BUILD_TYPE=RelWithDebInfo
 if [ $quick -eq 0 ]; then
+  "$top/tests/packaging/test-packages.sh" "$top/build-pkg"
   ASAN_OPTIONS=detect_leaks=1 run_suite asan -DCMAKE_BUILD_TYPE=Debug \
     "-DRPMEM_SANITIZE=address,undefined"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_suite tsan \
