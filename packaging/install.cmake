@@ -40,9 +40,9 @@ install(FILES ${PROJECT_SOURCE_DIR}/doc/man/rpmemd.1
 
 # systemd: units where the distribution keeps them when installing to /usr
 # (Debian 12: /lib/systemd/system, from systemd.pc), under the prefix
-# otherwise. Both are cache variables, to be overridden for other layouts.
-set(_unitdir ${CMAKE_INSTALL_PREFIX}/lib/systemd/system)
-set(_sysusersdir ${CMAKE_INSTALL_PREFIX}/lib/sysusers.d)
+# otherwise (relative paths are relative to the prefix). Both are cache variables, to be overridden for other layouts.
+set(_unitdir lib/systemd/system)
+set(_sysusersdir lib/sysusers.d)
 if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
   pkg_get_variable(_pc_unitdir systemd systemdsystemunitdir)
   pkg_get_variable(_pc_sysusersdir systemd sysusersdir)
@@ -60,5 +60,12 @@ install(FILES ${PROJECT_SOURCE_DIR}/packaging/rpmemd.service
   DESTINATION ${RPMEM_SYSTEMD_UNITDIR} COMPONENT daemon)
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/rpmemd.sysusers
   DESTINATION ${RPMEM_SYSUSERSDIR} RENAME rpmemd.conf COMPONENT daemon)
+# /etc for a /usr prefix (absolute: `cmake --install --prefix` does not move
+# it, DESTDIR does), <prefix>/etc otherwise.
+if(CMAKE_INSTALL_FULL_SYSCONFDIR STREQUAL "/etc")
+  set(RPMEM_CONFDIR /etc/rpmemd)
+else()
+  set(RPMEM_CONFDIR ${CMAKE_INSTALL_SYSCONFDIR}/rpmemd)
+endif()
 install(FILES ${PROJECT_SOURCE_DIR}/packaging/rpmemd.conf
-  DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/rpmemd COMPONENT daemon)
+  DESTINATION ${RPMEM_CONFDIR} COMPONENT daemon)
