@@ -43,6 +43,8 @@ int Daemon::run() {
   namespace log = rpmem::log;
   if (config_.use_syslog) {
     log::configure(config_.log_level, log::Sink::kSyslog, {}, "rpmemd");
+  } else if (config_.log_file == "-") {  // stderr: the journal under systemd
+    log::configure(config_.log_level, log::Sink::kStderr, {}, "rpmemd");
   } else if (!log::configure(config_.log_level, log::Sink::kFile, config_.log_file, "rpmemd")) {
     throw SetupError(errno, "cannot open log file '" + config_.log_file + "'");
   }

@@ -414,3 +414,24 @@ TEST_F(Replication, SeveralThreadsCreateUseAndClosePoolsAtOnce) {
 
 }  // namespace
 }  // namespace rpmem_test
+
+namespace rpmem_test {
+namespace {
+
+TEST(DaemonLogging, LogFileDashLogsToStderr) {
+  Target target;
+  LocalPool local(4 * kMiB);
+  // No pool set: the daemon logs the failure to its stderr.
+  set_env("RPMEM_CMD", RPMEMD_PATH " -c " + target.dir() + "/rpmemd.conf --log-file - 2>" +
+                           target.dir() + "/stderr.txt");
+  unsigned nl = 1;
+  EXPECT_EQ(rpmem_create("127.0.0.1", "none.set", local.data(), local.size(), &nl, nullptr),
+            nullptr);
+  EXPECT_EQ(errno, ENOENT);
+  auto b = read_file(target.dir() + "/stderr.txt");
+  std::string err(b.begin(), b.end());
+  EXPECT_NE(err.find("<err> create 'none.set' failed"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace rpmem_test
