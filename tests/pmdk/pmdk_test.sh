@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# PMDK integration tests (ctest label "pmdk"): Debian's stock libpmemobj,
+# libpmempool and pmempool (PMDK 1.12.1) replicate through our
+# librpmem.so.1 (first on LD_LIBRARY_PATH, dlopen'ed by them) to our rpmemd
+# (RPMEM_CMD, reached through tools/local-ssh). Nothing here talks to
+# librpmem directly; the objects are written and checked by obj_remote.
+#
+#   pmdk_test.sh SCENARIO      (environment: RPMEM_LIB_DIR RPMEMD LOCAL_SSH
+#                               OBJ_REMOTE, set by tests/pmdk/CMakeLists.txt)
+# Scenarios: obj singlehdr pmempool two_remotes sds_off
+set -euo pipefail
+
+scenario=${1:?scenario}
+: "${RPMEM_LIB_DIR:?}" "${RPMEMD:?}" "${LOCAL_SSH:?}" "${OBJ_REMOTE:?}"
+[ -e "$RPMEM_LIB_DIR/librpmem.so.1" ] || { echo "no librpmem.so.1 in $RPMEM_LIB_DIR"; exit 1; }
+
+W=$(mktemp -d /tmp/rpmem-pmdk.XXXXXX)
+chmod 755 "$W"
+trap 'rm -rf "$W"' EXIT
+mkdir -p "$W/client"
+
+die() { echo "FAIL ($scenario): $*" >&2; for l in "$W"/t*/rpmemd.log; do [ -f "$l" ] && tail -20 "$l" >&2; done; exit 1; }
+say() { echo "--- $*"; }
+# Client side: Debian's libraries, our librpmem.so.1 first, our rpmemd.
+client() {
+  echo "+ $*"
+  LD_LIBRARY_PATH="$RPMEM_LIB_DIR" RPMEM_SSH="$LOCAL_SSH" RPMEM_CMD="$CMD" timeout 120 "$@" ||
+    die "client command failed: $*"
+}
+client_fails() {
+  echo "+ ! $*"
+  if LD_LIBRARY_PATH="$RPMEM_LIB_DIR" RPMEM_SSH="$LOCAL_SSH" RPMEM_CMD="$CMD" timeout 120 "$@"; then
+    die "client command should have failed: $*"
+  fi
+}
+# Target side: Debian's stock tools only, no librpmem, no rpmemd.
+target() { echo "+ $*"; env -u LD_LIBRARY_PATH -u RPMEM_CMD timeout 120 "$@" || die "target command failed: $*"; }
+
+# new_target N: a pool set directory and rpmemd config under $W/tN.
+new_target() {
+  local t="$W/t$1"
+  mkdir -p "$t/poolsets" "$t/parts"
+  printf 'poolset-dir = %s\nlog-file = %s\nlog-level = info\n' "$t/poolsets" "$t/rpmemd.log" \
+    > "$t/rpmemd.conf"
+}
+rpmemd_cmd() { echo "$RPMEMD -c $W/t$1/rpmemd.conf"; }
+# poolset FILE [OPTION-LINE] PART... (PART = "SIZE PATH" or "REPLICA ...")
+poolset() {
+  local f=$1; shift
+  mkdir -p "$(dirname "$f")"
+  { echo PMEMPOOLSET; for l in "$@"; do echo "$l"; done; } > "$f"
+}
+hdr_field() {  # hdr_field FILE-OR-SET "Field name" [pmempool info options]
+  local f=$1 name=$2; shift 2
+  env -u LD_LIBRARY_PATH pmempool info "$@" "$f" | sed -n "s/^$name *: //p" | head -1
+}
+
+# check_replica T SET N SEED PARTS...: the replica on target T is a valid
+# PMDK pool (pmempool check/info accept it), carries the features the client
+# asked for, links to the client's replica, and can take over: a pool set of
+# its parts plus a new replica, pmempool sync, pmemobj_open reads every object.
+check_replica() {
+  local t=$1 set=$2 n=$3 seed=$4; shift 4
+  local opt="" size=0 p
+  local parts=("$@")
+  say "target t$t: $set is a PMDK pool"
+  [ "${#parts[@]}" -eq 1 ] && target pmempool check -v "$W/t$t/poolsets/$set"
+  target pmempool info -f obj "$W/t$t/poolsets/$set" > "$W/info.txt"
+  grep -q "^Signature *: PMEMOBJ" "$W/info.txt" || die "remote signature"
+  grep -q "^Layout *: rpmem-pmdk-test" "$W/info.txt" || die "remote layout"
+  grep -q "^Checksum .*\[OK\]" "$W/info.txt" || die "remote checksums"
+  local local0=$W/client/local.part0
+  for f in "Signature" "Major" "Mandatory features" "Not mandatory features" "Pool set UUID"; do
+    [ "$(hdr_field "${parts[0]}" "$f")" = "$(hdr_field "$local0" "$f")" ] ||
+      die "remote '$f' differs: $(hdr_field "${parts[0]}" "$f") vs $(hdr_field "$local0" "$f")"
+  done
+  [ "$(hdr_field "${parts[0]}" "Previous replica UUID")" = "$(hdr_field "$local0" "UUID")" ] ||
+    [ "$(hdr_field "${parts[0]}" "Next replica UUID")" = "$(hdr_field "$local0" "UUID")" ] ||
+    die "remote replica is not linked to the client's replica"
+  grep -q "^OPTION SINGLEHDR" "$W/t$t/poolsets/$set" && opt="OPTION SINGLEHDR"
+  if [ -n "$opt" ]; then  # later parts have no header
+    target pmempool info "${parts[0]}" > /dev/null
+  else
+    for p in "${parts[@]}"; do target pmempool info "$p" > /dev/null; done
+  fi
+
+  say "target t$t: take over $set"
+  local old=() new
+  for p in "${parts[@]}"; do
+    old+=("$(stat -c %s "$p") $p")
+    size=$((size + $(stat -c %s "$p")))
+  done
+  new="$size $W/t$t/parts/takeover.part0"
+  poolset "$W/t$t/takeover.set" ${opt:+"$opt"} "${old[@]}" "REPLICA" "$new"
+  target pmempool sync -v "$W/t$t/takeover.set"
+  target "$OBJ_REMOTE" verify "$W/t$t/takeover.set" "$n" "$seed"
+  target pmempool check -v "$W/t$t/takeover.set"
+  target pmempool info "$W/t$t/takeover.set" > /dev/null
+  # The copy that sync made, as the master replica, holds every object too.
+  poolset "$W/t$t/swapped.set" ${opt:+"$opt"} "$new" "REPLICA" "${old[@]}"
+  target "$OBJ_REMOTE" verify "$W/t$t/swapped.set" "$n" "$seed"
+}
+
+features() {  # features FILE -> "compat/incompat"
+  echo "$(hdr_field "$1" "Not mandatory features")/$(hdr_field "$1" "Mandatory features" | cut -d' ' -f1)"
+}
+
+case $scenario in
+obj)
+  # pmemobj_create / transactions / close / open / transactions / verify on
+  # a pool set with one local part and one remote replica; then the target.
+  new_target 1
+  CMD=$(rpmemd_cmd 1)
+  poolset "$W/t1/poolsets/remote.set" "20M $W/t1/parts/remote.part0"
+  poolset "$W/client/pool.set" "16M $W/client/local.part0" "REPLICA 127.0.0.1 remote.set"
+  client "$OBJ_REMOTE" create "$W/client/pool.set" 200 1
+  client "$OBJ_REMOTE" verify "$W/client/pool.set" 200 1
+  client "$OBJ_REMOTE" rewrite "$W/client/pool.set" 200 2
+  client "$OBJ_REMOTE" verify "$W/client/pool.set" 200 2
+  grep -q "created 'remote.set'" "$W/t1/rpmemd.log" || die "rpmemd did not create the pool"
+  # Debian's libpmemobj defaults: CHECK_BAD_BLOCKS (compat 0x1), CKSUM_2K and
+  # SHUTDOWN_STATE (incompat 0x2|0x4) -- all accepted by rpmemd.
+  [ "$(features "$W/t1/parts/remote.part0")" = "0x1/0x6" ] ||
+    die "remote features $(features "$W/t1/parts/remote.part0"), expected 0x1/0x6"
+  check_replica 1 remote.set 200 2 "$W/t1/parts/remote.part0"
+  ;;
+singlehdr)
+  # OPTION SINGLEHDR (incompat 0x1) with several parts on both sides (every
+  # part >= 8 MiB: pmempool sync refuses smaller local parts).
+  new_target 1
+  CMD=$(rpmemd_cmd 1)
+  poolset "$W/t1/poolsets/sub/remote.set" "OPTION SINGLEHDR" \
+    "8M $W/t1/parts/remote.part0" "8M $W/t1/parts/remote.part1" "8M $W/t1/parts/remote.part2"
+  poolset "$W/client/pool.set" "OPTION SINGLEHDR" "10M $W/client/local.part0" \
+    "8M $W/client/local.part1" "REPLICA 127.0.0.1 sub/remote.set"
+  client "$OBJ_REMOTE" create "$W/client/pool.set" 300 3
+  client "$OBJ_REMOTE" verify "$W/client/pool.set" 300 3
+  [ "$(features "$W/t1/parts/remote.part0")" = "0x1/0x7" ] ||
+    die "remote features $(features "$W/t1/parts/remote.part0"), expected 0x1/0x7"
+  check_replica 1 sub/remote.set 300 3 \
+    "$W/t1/parts/remote.part0" "$W/t1/parts/remote.part1" "$W/t1/parts/remote.part2"
+  ;;
+sds_off)
+  # The client does not ask for SHUTDOWN_STATE (PMEMOBJ_CONF), with two
+  # remote parts that carry a header each.
+  new_target 1
+  CMD=$(rpmemd_cmd 1)
+  poolset "$W/t1/poolsets/remote.set" "8M $W/t1/parts/remote.part0" "10M $W/t1/parts/remote.part1"
+  poolset "$W/client/pool.set" "16M $W/client/local.part0" "REPLICA 127.0.0.1 remote.set"
+  PMEMOBJ_CONF="sds.at_create=0" client "$OBJ_REMOTE" create "$W/client/pool.set" 100 4
+  client "$OBJ_REMOTE" verify "$W/client/pool.set" 100 4
+  [ "$(features "$W/t1/parts/remote.part0")" = "0x1/0x2" ] ||
+    die "remote features $(features "$W/t1/parts/remote.part0"), expected 0x1/0x2"
+  check_replica 1 remote.set 100 4 "$W/t1/parts/remote.part0" "$W/t1/parts/remote.part1"
+  ;;
+pmempool)
+  # pmempool create/info/check/sync/rm on the client side.
+  new_target 1
+  CMD=$(rpmemd_cmd 1)
+  poolset "$W/t1/poolsets/remote.set" "20M $W/t1/parts/remote.part0"
+  poolset "$W/client/pool.set" "16M $W/client/local.part0" "REPLICA 127.0.0.1 remote.set"
+  client pmempool create obj --layout rpmem-pmdk-test "$W/client/pool.set"
+  client pmempool info "$W/client/pool.set" > "$W/info.txt"
+  grep -q "^Number of replicas *: 2" "$W/info.txt" || die "pmempool info: replicas"
+  grep -q "^node *: 127.0.0.1" "$W/info.txt" || die "pmempool info: remote node"
+  grep -q "^Layout *: rpmem-pmdk-test" "$W/info.txt" || die "pmempool info: layout"
+  client "$OBJ_REMOTE" populate "$W/client/pool.set" 150 5
+  # libpmempool's check refuses pool sets with remote replicas (PMDK 1.12:
+  # "poolsets with remote replicas are not supported"); the local replica
+  # is checked on its own, the remote one on the target (check_replica).
+  client pmempool check -v "$W/client/local.part0"
+  say "lose the local part; pmempool sync rebuilds it through rpmem_read"
+  rm "$W/client/local.part0"
+  client pmempool sync -v "$W/client/pool.set"
+  [ -f "$W/client/local.part0" ] || die "sync did not recreate the local part"
+  client "$OBJ_REMOTE" verify "$W/client/pool.set" 150 5
+  client pmempool info "$W/client/pool.set" > /dev/null
+  client pmempool check -v "$W/client/local.part0"
+  say "a damaged local header is repaired from the remote replica"
+  printf 'garbage!' | dd of="$W/client/local.part0" bs=1 seek=0 conv=notrunc status=none
+  client pmempool sync -v "$W/client/pool.set"
+  client "$OBJ_REMOTE" verify "$W/client/pool.set" 150 5
+  check_replica 1 remote.set 150 5 "$W/t1/parts/remote.part0"
+  say "pmempool rm: parts on both sides, the remote pool set file stays"
+  client pmempool rm -v "$W/client/pool.set"
+  [ ! -e "$W/client/local.part0" ] && [ ! -e "$W/t1/parts/remote.part0" ] || die "rm left parts"
+  [ -f "$W/t1/poolsets/remote.set" ] || die "rm removed the remote pool set file"
+  client_fails pmempool rm "$W/client/pool.set"   # rpmemd --remove: missing part
+  client pmempool rm -f "$W/client/pool.set"      # rpmemd --remove --force
+  [ -f "$W/t1/poolsets/remote.set" ] || die "rm -f removed the remote pool set file"
+  client pmempool create obj --layout rpmem-pmdk-test "$W/client/pool.set"
+  client pmempool rm -r "$W/client/pool.set"      # rpmemd --remove --pool-set
+  [ ! -e "$W/t1/poolsets/remote.set" ] && [ ! -e "$W/t1/parts/remote.part0" ] ||
+    die "rm -r left the remote pool"
+  [ -f "$W/client/pool.set" ] || die "rm -r removed the local pool set file"
+  ;;
+two_remotes)
+  # Two REPLICA lines, two targets, RPMEM_CMD with '|' (round robin).
+  new_target 1
+  new_target 2
+  CMD="$(rpmemd_cmd 1)|$(rpmemd_cmd 2)"
+  poolset "$W/t1/poolsets/r1.set" "16M $W/t1/parts/r1.part0"
+  poolset "$W/t2/poolsets/r2.set" "17M $W/t2/parts/r2.part0"
+  poolset "$W/client/pool.set" "16M $W/client/local.part0" \
+    "REPLICA 127.0.0.1 r1.set" "REPLICA 127.0.0.1 r2.set"
+  client "$OBJ_REMOTE" create "$W/client/pool.set" 120 6
+  client "$OBJ_REMOTE" rewrite "$W/client/pool.set" 120 7
+  client "$OBJ_REMOTE" verify "$W/client/pool.set" 120 7
+  grep -q "created 'r1.set'" "$W/t1/rpmemd.log" || die "t1 did not create r1.set"
+  grep -q "created 'r2.set'" "$W/t2/rpmemd.log" || die "t2 did not create r2.set"
+  for t in 1 2; do
+    target pmempool check -v "$W/t$t/poolsets/r$t.set"
+    target pmempool info -f obj "$W/t$t/poolsets/r$t.set" > /dev/null
+    [ "$(features "$W/t$t/parts/r$t.part0")" = "0x1/0x6" ] || die "t$t features"
+  done
+  # The ring local -> r1 -> r2 -> local is in the headers.
+  [ "$(hdr_field "$W/t1/parts/r1.part0" "Next replica UUID")" = \
+    "$(hdr_field "$W/t2/parts/r2.part0" "UUID")" ] || die "r1 -> r2 link"
+  [ "$(hdr_field "$W/t2/parts/r2.part0" "Next replica UUID")" = \
+    "$(hdr_field "$W/client/local.part0" "UUID")" ] || die "r2 -> local link"
+  say "lose the local part; pmempool sync rebuilds it from a remote replica"
+  rm "$W/client/local.part0"
+  client pmempool sync -v "$W/client/pool.set"
+  client "$OBJ_REMOTE" verify "$W/client/pool.set" 120 7
+  client pmempool rm -r "$W/client/pool.set"
+  for t in 1 2; do
+    [ ! -e "$W/t$t/poolsets/r$t.set" ] && [ ! -e "$W/t$t/parts/r$t.part0" ] || die "t$t not removed"
+  done
+  ;;
+*)
+  echo "unknown scenario $scenario" >&2
+  exit 2
+  ;;
+esac
+say "PASS $scenario"
