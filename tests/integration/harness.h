@@ -86,6 +86,11 @@ void set_env(const char *name, const std::string &value);
 // Attributes with every field set, as an application would pass them.
 rpmem_pool_attr sample_attr(uint8_t seed);
 
+// A free TCP port on 127.0.0.1 (bound and released; the caller's server
+// takes it next), and whether something accepts connections there.
+int free_port();
+bool can_connect(int port);
+
 // Number of child processes of this process that are zombies.
 int zombie_children();
 

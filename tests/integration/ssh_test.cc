@@ -30,29 +30,6 @@ const std::vector<Part> kOnePart{{kPool, "p.part0"}};
 int run(const std::string &cmd) { return std::system(cmd.c_str()); }
 
 // A free TCP port on loopback (bound and released; sshd takes it next).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-bool can_connect(int port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0;
-  ::close(fd);
-  return ok;
-}
-
 bool ipv6_loopback() {
   int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
   if (fd < 0) return false;
