@@ -112,6 +112,13 @@ int connect_one(asio::io_context &io, const tcp::resolver::results_type &endpoin
   }
   if (result) {
     ec = errc(result.value());
+    // Asio reports a socket it could not open (EMFILE) as a cancelled
+    // connect; say why.
+    if (result == asio::error::operation_aborted && !sock.is_open()) {
+      boost::system::error_code oerr;
+      sock.open(endpoints.begin()->endpoint().protocol(), oerr);
+      if (oerr) ec = errc(oerr.value());
+    }
     return -1;
   }
   return sock.release();
