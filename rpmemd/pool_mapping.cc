@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "rpmemd/pool_badblocks.h"
 
 #include <libpmem.h>
 
@@ -325,6 +326,23 @@ std::error_code PoolMapping::check_headers(PoolAttr &attr_out) noexcept {
       return fail(p, "wrong part UUID");
   }
   attr_out = attr_from_hdr(h0);
+  return {};
+}
+
+std::error_code PoolMapping::check_bad_blocks() const noexcept {
+  for (const Part &part : parts_) {
+    size_t count = 0;
+    if (auto ec = count_bad_blocks(part.fd, count)) {
+      RPMEM_LOG_ERR("cannot check part '%s' for bad blocks: %s", part.path.c_str(),
+                    ec.message().c_str());
+      return errc(EIO);
+    }
+    if (count > 0) {
+      RPMEM_LOG_ERR("part '%s' contains %zu bad block(s); run 'pmempool sync --bad-blocks'",
+                    part.path.c_str(), count);
+      return errc(EIO);
+    }
+  }
   return {};
 }
 

@@ -47,6 +47,10 @@ class PoolMapping final : public MappedPool {
   // badly linked or with a bad checksum); attr_out = part 0's attributes,
   // zeros without headers.
   std::error_code check_headers(rpmem::PoolAttr &attr_out) noexcept;
+  // CHECK_BAD_BLOCKS (compat 0x1), on create and open as PMDK's rpmemd:
+  // EIO when a part lies on known pmem bad blocks (count_bad_blocks), or
+  // when they cannot be read for a part on pmem.
+  std::error_code check_bad_blocks() const noexcept;
   // Undoes a failed setup: unmaps, unlinks the parts open_parts created
   // (never pre-existing ones), closes (unlocks) everything.
   void discard() noexcept;

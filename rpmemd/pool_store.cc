@@ -168,6 +168,8 @@ std::error_code PoolStore::create(std::string_view name, const rpmem::PoolAttr *
     auto pool = std::make_unique<PoolMapping>(std::move(set));
     std::error_code ec = pool->open_parts(/*create=*/true);
     if (!ec) ec = pool->map();
+    if (!ec && !no_attr && (attr->compat_features & kFeatCheckBadBlocks))
+      ec = pool->check_bad_blocks();
     if (!ec && !no_attr) ec = pool->init_headers(*attr);
     if (ec) {
       pool->discard();
@@ -193,6 +195,7 @@ std::error_code PoolStore::open(std::string_view name, std::unique_ptr<MappedPoo
     std::error_code ec = pool->open_parts(/*create=*/false);
     if (!ec) ec = pool->map();
     if (!ec) ec = pool->check_headers(attr_out);
+    if (!ec && (attr_out.compat_features & kFeatCheckBadBlocks)) ec = pool->check_bad_blocks();
     if (ec) {
       pool->discard();
       return ec;
