@@ -142,7 +142,8 @@ TEST_F(Service, ServesSeveralClientsAndPoolsAtOnce) {
   }
   std::atomic<int> failures{0};
   std::vector<std::unique_ptr<LocalPool>> locals;
-  for (int i = 0; i < 3; ++i) locals.push_back(std::make_unique<LocalPool>(2 * kMiB, i + 7));
+  for (int i = 0; i < 3; ++i)
+    locals.push_back(std::make_unique<LocalPool>(2 * kMiB, static_cast<uint8_t>(i + 7)));
   std::vector<std::thread> threads;
   for (int i = 0; i < 3; ++i) {
     threads.emplace_back([&, i] {
@@ -154,7 +155,7 @@ TEST_F(Service, ServesSeveralClientsAndPoolsAtOnce) {
         return;
       }
       for (size_t off = 0; off < 2 * kMiB; off += 65536)
-        if (rpmem_persist(rpp, off, 65536, (off / 65536) % nl, 0)) ++failures;
+        if (rpmem_persist(rpp, off, 65536, static_cast<unsigned>(off / 65536) % nl, 0)) ++failures;
       if (rpmem_close(rpp)) ++failures;
     });
   }
