@@ -51,6 +51,7 @@ struct InitiatorParams {
   size_t pool_size = 0;
   std::chrono::milliseconds timeout{5000};  // bound on every wait
   proto::Bytes provider_data;
+  unsigned work_queue_size = 50;  // RPMEM_WORK_QUEUE_SIZE: writes posted before one must complete
 };
 
 // Connects params.nlanes lanes; each proves the session secret.
@@ -74,6 +75,9 @@ struct TargetParams {
   proto::Secret secret{};
   unsigned max_lanes = 0;  // granted to the client
   std::chrono::milliseconds hello_timeout{5000};
+  // kApm only when the daemon runs with --persist-apm and the pool is pmem;
+  // transports without one-sided reads (tcp) ignore it.
+  proto::PersistMethod persist_method = proto::PersistMethod::kGpspm;
   // Called once, from a transport thread, when a lane sees malformed input:
   // the session should end.
   std::function<void(const std::string &why)> on_fatal;
