@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -109,6 +110,17 @@ std::error_code recv_all(int fd, void *buf, size_t len, int timeout_ms) noexcept
     len -= got;
   }
   return {};
+}
+
+size_t recv_spinning(int fd, void *buf, size_t len, std::chrono::nanoseconds budget) noexcept {
+  const auto until = Clock::now() + budget;
+  do {
+    ssize_t r = ::recv(fd, buf, len, MSG_DONTWAIT);
+    if (r > 0) return static_cast<size_t>(r);
+    if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return 0;
+    ::sched_yield();  // a peer thread on this CPU gets to answer
+  } while (Clock::now() < until);
+  return 0;
 }
 
 std::error_code wait_readable(int fd, int timeout_ms) noexcept {

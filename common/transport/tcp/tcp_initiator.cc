@@ -51,7 +51,10 @@ std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req, const 
   if (req.op == DataOp::kFlush) return {};
 
   uint8_t raw[proto::kDataReplySize];
-  if (auto ec = recv_all(fd_, raw, sizeof(raw), timeout_ms_)) return fail(ec);
+  // The reply usually comes within one round trip: spin for it first.
+  size_t have = recv_spinning(fd_, raw, sizeof(raw), kSpinBudget);
+  if (have < sizeof(raw))
+    if (auto ec = recv_all(fd_, raw + have, sizeof(raw) - have, timeout_ms_)) return fail(ec);
   auto decoded = proto::decode_data_reply(raw);
   if (!decoded || decoded->op != req.op ||
       (decoded->length != 0 &&
