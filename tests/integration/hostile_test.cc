@@ -518,7 +518,9 @@ class HostileDaemon : public ::testing::Test {
     FILE *f = std::fopen(file.c_str(), "wb");
     std::fwrite(bytes.data(), 1, bytes.size(), f);
     std::fclose(f);
-    set_env("RPMEM_CMD", "cat " + file + (stay ? "; exec sleep 60" : ""));
+    // Not `stay`: stdout is closed after the reply, stdin is read to the end
+    // (so that the client's request never meets a closed pipe).
+    set_env("RPMEM_CMD", "cat " + file + (stay ? "; exec sleep 60" : "; exec cat >/dev/null"));
     unsigned nl = 1;
     auto start = Clock::now();
     RPMEMpool *rpp = rpmem_create("127.0.0.1", "p.set", local_.data(), kPool, &nl, nullptr);
