@@ -1,0 +1,352 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Verbs provider, target side.
+#include "common/transport/verbs/verbs_target.h"
+
+#include "common/log.h"
+#include "common/transport/tcp/tcp_target.h"  // copy_words
+#include "common/transport/verbs/verbs_wire.h"
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace rpmem::transport::verbs {
+
+namespace {
+
+enum WrId : uint64_t { kWrRecv = 1, kWrReply = 2 };
+constexpr size_t kRecvSize = kMsgHeaderSize + kMaxInline;
+
+bool secrets_equal(const proto::Secret &a, const proto::Secret &b) {
+  uint8_t diff = 0;  // constant time
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
+  return diff == 0;
+}
+
+}  // namespace
+
+struct VerbsTarget::Lane {
+  unsigned index = 0;
+  EventChannelPtr channel;
+  CompChannelPtr comp;
+  CqPtr cq;
+  std::unique_ptr<uint8_t[]> buf;  // receive buffer | reply buffer
+  MrPtr mr;
+  CmIdPtr id;
+  bool reply_busy = false;
+
+  uint8_t *reply_buf() const { return buf.get() + kRecvSize; }
+  ~Lane() {
+    id.reset();  // the queue pair before its CQ and buffers
+    mr.reset();
+    cq.reset();
+    comp.reset();
+  }
+};
+
+VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
+    : pool_(pool), params_(std::move(params)) {
+  lane_taken_ = std::make_unique<std::atomic<bool>[]>(params_.max_lanes);
+  sockaddr_storage ss{};
+  ProviderInfo info;
+  info.method = params_.persist_method;
+  if (params_.listen_address.empty()) {
+    auto *in6 = reinterpret_cast<sockaddr_in6 *>(&ss);
+    in6->sin6_family = AF_INET6;
+    in6->sin6_addr = in6addr_any;
+  } else {
+    auto *in = reinterpret_cast<sockaddr_in *>(&ss);
+    auto *in6 = reinterpret_cast<sockaddr_in6 *>(&ss);
+    if (::inet_pton(AF_INET, params_.listen_address.c_str(), &in->sin_addr) == 1) {
+      in->sin_family = AF_INET;
+      info.family = AF_INET;
+      std::memcpy(info.addr.data(), &in->sin_addr, 4);
+      if ((ntohl(in->sin_addr.s_addr) >> 24) == 127)
+        throw SetupError(EADDRNOTAVAIL, "verbs: no RDMA on the loopback address " +
+                                            params_.listen_address);
+    } else if (::inet_pton(AF_INET6, params_.listen_address.c_str(), &in6->sin6_addr) == 1) {
+      in6->sin6_family = AF_INET6;
+      info.family = AF_INET6;
+      std::memcpy(info.addr.data(), &in6->sin6_addr, 16);
+      if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr))
+        throw SetupError(EADDRNOTAVAIL, "verbs: no RDMA on the loopback address ::1");
+    } else {
+      throw SetupError(EINVAL, "verbs: bad listen address '" + params_.listen_address + "'");
+    }
+  }
+  auto channel = create_event_channel();
+  if (!channel) throw SetupError(channel.error().code.value(), channel.error().message);
+  channel_ = std::move(channel.value());
+  auto id = create_id(channel_.get());
+  if (!id) throw SetupError(id.error().code.value(), id.error().message);
+  listen_id_ = std::move(id.value());
+  if (auto ec = bind_listen(listen_id_.get(), reinterpret_cast<sockaddr *>(&ss), 128))
+    throw SetupError(ec.value(), "verbs: cannot listen on '" + params_.listen_address +
+                                     "': " + ec.message());
+  ctx_ = listen_id_->verbs ? listen_id_->verbs : first_device();
+  if (!ctx_) throw SetupError(ENODEV, "verbs: no RDMA device");
+  port_ = local_port(listen_id_.get());
+
+  std::string why;
+  if (auto ec = check_memlock(pool_.size() + params_.max_lanes * (kRecvSize + kReplySize),
+                              "the pool and lane buffers", why))
+    throw SetupError(ec.value(), why);
+  auto pd = alloc_pd(ctx_);
+  if (!pd) throw SetupError(pd.error().code.value(), pd.error().message);
+  pd_ = std::move(pd.value());
+  auto mr = register_memory(pd_.get(), pool_.base(), pool_.size(),
+                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                IBV_ACCESS_REMOTE_READ,
+                            "the pool");
+  if (!mr) throw SetupError(mr.error().code.value(), mr.error().message);
+  pool_mr_ = std::move(mr.value());
+  info.raddr = reinterpret_cast<uintptr_t>(pool_.base());
+  info.rkey = pool_mr_->rkey;
+  info.max_inline = kMaxInline;
+  provider_data_ = encode(info);
+
+  wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
+  if (wake_fd_ < 0) throw SetupError(errno, "eventfd failed");
+  RPMEM_LOG_INFO("verbs: listening on %s port %u, device %s, %s",
+                 params_.listen_address.empty() ? "*" : params_.listen_address.c_str(), port_,
+                 ibv_get_device_name(ctx_->device),
+                 info.method == proto::PersistMethod::kApm ? "APM" : "GPSPM");
+}
+
+VerbsTarget::~VerbsTarget() {
+  stop();
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  pool_mr_.reset();
+  pd_.reset();
+  listen_id_.reset();
+  channel_.reset();
+}
+
+void VerbsTarget::start() {
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+void VerbsTarget::stop() noexcept {
+  if (stopping_.exchange(true)) return;
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));  // stays readable: wakes all
+  if (acceptor_.joinable()) acceptor_.join();
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard lock(mu_);
+    threads.swap(threads_);
+  }
+  for (auto &t : threads) t.join();
+}
+
+void VerbsTarget::fatal(const std::string &why) {
+  RPMEM_LOG_ERR("%s", why.c_str());
+  if (!fatal_sent_.exchange(true) && params_.on_fatal) params_.on_fatal(why);
+}
+
+void VerbsTarget::accept_loop() {
+  for (;;) {
+    pollfd p[2] = {{fd_of(channel_.get()), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      fatal(std::string("verbs listener: poll failed: ") + strerror(errno));
+      return;
+    }
+    if (p[1].revents || stopping_.load()) return;
+    CmEvent ev;
+    while (!next_event(channel_.get(), 0, ev)) {
+      if (ev.type == RDMA_CM_EVENT_CONNECT_REQUEST)
+        on_connect_request(ev.id, ev.private_data);
+      else
+        RPMEM_LOG_DEBUG("verbs listener: event %s", rdma_event_str(ev.type));
+    }
+  }
+}
+
+void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8_t> &pdata) {
+  CmIdPtr id(raw_id);
+  auto cd = decode_connect_data(pdata);
+  const char *refusal = nullptr;
+  if (!cd)
+    refusal = "malformed connect request";
+  else if (!secrets_equal(cd->secret, params_.secret))
+    refusal = "wrong session secret";
+  else if (cd->nlanes > params_.max_lanes)
+    refusal = "more lanes than granted";
+  else if (id->verbs != ctx_)
+    refusal = "request on another RDMA device";
+  if (!refusal) {
+    unsigned expected = 0;
+    if (!session_nlanes_.compare_exchange_strong(expected, cd->nlanes) && expected != cd->nlanes)
+      refusal = "inconsistent lane count";
+    else if (lane_taken_[cd->lane].exchange(true))
+      refusal = "lane already connected";
+  }
+  if (refusal) {
+    RPMEM_LOG_WARN("verbs connect request refused: %s", refusal);
+    reject(id.get());
+    return;
+  }
+
+  auto lane = std::make_unique<Lane>();
+  lane->index = cd->lane;
+  std::string err;
+  auto channel = create_event_channel();
+  if (!channel) err = channel.error().message;
+  if (err.empty()) {
+    lane->channel = std::move(channel.value());
+    if (auto ec = migrate(id.get(), lane->channel.get())) err = "rdma_migrate_id: " + ec.message();
+  }
+  if (err.empty()) {
+    auto comp = create_comp_channel(ctx_);
+    if (!comp) err = comp.error().message;
+    else lane->comp = std::move(comp.value());
+  }
+  if (err.empty()) {
+    auto cq = create_cq(ctx_, 8, lane->comp.get());
+    if (!cq) err = cq.error().message;
+    else lane->cq = std::move(cq.value());
+  }
+  if (err.empty())
+    if (auto ec = create_qp(id.get(), pd_.get(), lane->cq.get(), 2, 1)) err = ec.message();
+  if (err.empty()) {
+    lane->buf = std::make_unique<uint8_t[]>(kRecvSize + kReplySize);
+    auto mr = register_memory(pd_.get(), lane->buf.get(), kRecvSize + kReplySize,
+                              IBV_ACCESS_LOCAL_WRITE, "lane buffers");
+    if (!mr) err = mr.error().message;
+    else lane->mr = std::move(mr.value());
+  }
+  if (err.empty())
+    if (auto ec = post_recv(id->qp, kWrRecv, lane->buf.get(), kRecvSize, lane->mr->lkey))
+      err = "ibv_post_recv: " + ec.message();
+  if (err.empty())
+    if (auto ec = arm(lane->cq.get())) err = "ibv_req_notify_cq: " + ec.message();
+  if (err.empty())
+    if (auto ec = accept(id.get())) err = "rdma_accept: " + ec.message();
+  if (!err.empty()) {
+    RPMEM_LOG_ERR("verbs lane %u: %s", cd->lane, err.c_str());
+    if (!id->qp) reject(id.get());
+    lane_taken_[cd->lane].store(false);
+    lane->id = std::move(id);
+    return;
+  }
+  lane->id = std::move(id);
+  RPMEM_LOG_INFO("verbs lane %u of %u accepted", cd->lane, cd->nlanes);
+  std::lock_guard lock(mu_);
+  threads_.emplace_back([this, l = std::shared_ptr<Lane>(std::move(lane))] { lane_loop(*l); });
+}
+
+void VerbsTarget::lane_loop(Lane &lane) {
+  bool armed = true;  // armed before rdma_accept
+  for (;;) {
+    Completion wc[4];
+    const int n = poll(lane.cq.get(), wc, 4);
+    if (n < 0) return fatal("verbs lane: ibv_poll_cq failed");
+    for (int i = 0; i < n; ++i) {
+      if (!wc[i].ok) {
+        if (!stopping_.load())
+          RPMEM_LOG_INFO("verbs lane %u closed: %s", lane.index, wc[i].status);
+        disconnect(lane.id.get());
+        return;
+      }
+      if (wc[i].wr_id == kWrReply) {
+        lane.reply_busy = false;
+      } else if (!serve(lane, wc[i].byte_len)) {
+        disconnect(lane.id.get());
+        return;
+      }
+    }
+    if (n > 0) continue;
+    if (!armed) {  // arm, then poll once more: nothing slips between the two
+      if (arm(lane.cq.get())) return fatal("verbs lane: ibv_req_notify_cq failed");
+      armed = true;
+      continue;
+    }
+    pollfd p[3] = {{fd_of(lane.comp.get()), POLLIN, 0},
+                   {fd_of(lane.channel.get()), POLLIN, 0},
+                   {wake_fd_, POLLIN, 0}};
+    if (::poll(p, 3, -1) < 0 && errno != EINTR) return fatal("verbs lane: poll failed");
+    if (p[2].revents || stopping_.load()) {
+      disconnect(lane.id.get());
+      return;
+    }
+    if (p[1].revents) {
+      CmEvent ev;
+      while (!next_event(lane.channel.get(), 0, ev)) {
+        if (ev.type == RDMA_CM_EVENT_ESTABLISHED) {
+          RPMEM_LOG_INFO("verbs lane %u established", lane.index);
+          continue;
+        }
+        RPMEM_LOG_INFO("verbs lane %u: %s", lane.index, rdma_event_str(ev.type));
+        disconnect(lane.id.get());
+        return;
+      }
+    }
+    if (p[0].revents) {
+      consume_events(lane.comp.get());
+      armed = false;
+    }
+  }
+}
+
+bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
+  const uint8_t *msg = lane.buf.get();
+  auto h = decode_msg({msg, byte_len});
+  const std::string who = "verbs lane " + std::to_string(lane.index);
+  if (!h) {
+    fatal(who + ": malformed request");
+    return false;
+  }
+  const size_t size = pool_.size();
+  auto in_pool = [size](uint64_t off, uint64_t len) { return len <= size && off <= size - len; };
+  std::error_code status;
+  if (h->op == MsgOp::kDrain) {
+    for (uint64_t i = 0; i < h->length; ++i) {
+      uint64_t off, len;
+      decode_range(msg + kMsgHeaderSize + i * kRangeSize, off, len);
+      if (!in_pool(off, len)) {
+        fatal(who + ": drain range outside the pool");
+        return false;
+      }
+      auto ec = pool_.persist(off, len, false);
+      if (ec && !status) status = ec;
+    }
+  } else {
+    if (!in_pool(h->offset, h->length)) {
+      fatal(who + ": range outside the pool");
+      return false;
+    }
+    if (h->flags & kMsgInline) {
+      if (h->length > 0 && h->offset < pool_.writable_from()) {
+        fatal(who + ": write into the pool header");
+        return false;
+      }
+      tcp::copy_words(pool_.base() + h->offset, msg + kMsgHeaderSize, h->length);
+    }
+    status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
+  }
+  // The next request may come as soon as the reply is out: receive first.
+  if (auto ec = post_recv(lane.id->qp, kWrRecv, lane.buf.get(), kRecvSize, lane.mr->lkey)) {
+    RPMEM_LOG_ERR("%s: ibv_post_recv failed: %s", who.c_str(), ec.message().c_str());
+    return false;
+  }
+  while (lane.reply_busy) {  // the previous reply's SEND; the client is waiting anyway
+    Completion wc[1];
+    const int n = poll(lane.cq.get(), wc, 1);
+    if (n < 0 || (n == 1 && !wc[0].ok)) return false;
+    if (n == 1 && wc[0].wr_id == kWrReply) lane.reply_busy = false;
+    if (stopping_.load()) return false;
+  }
+  encode_reply(static_cast<uint32_t>(status.value()), lane.reply_buf());
+  if (auto ec = post_send(lane.id->qp, kWrReply, lane.reply_buf(), kReplySize, lane.mr->lkey)) {
+    RPMEM_LOG_ERR("%s: ibv_post_send failed: %s", who.c_str(), ec.message().c_str());
+    return false;
+  }
+  lane.reply_busy = true;
+  return true;
+}
+
+}  // namespace rpmem::transport::verbs

@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Verbs provider, target side: an rdma_cm listener on the address from
+// SSH_CONNECTION, the mapped pool registered for remote write and read
+// (address, rkey and persist method go back in provider_data), and one
+// thread per lane that sleeps on its completion channel. Connect requests
+// must carry the session secret (checked in constant time) and a free lane
+// index, or they are rejected before any queue pair exists.
+// GPSPM requests (SENDs) are served here: inline data copied with aligned
+// 8-byte stores, then TargetPool::persist; APM reads never reach this CPU.
+#ifndef RPMEM_COMMON_TRANSPORT_VERBS_VERBS_TARGET_H
+#define RPMEM_COMMON_TRANSPORT_VERBS_VERBS_TARGET_H
+
+#include "common/transport/transport.h"
+#include "common/transport/verbs/verbs_rdma.h"
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace rpmem::transport::verbs {
+
+class VerbsTarget final : public Target {
+ public:
+  // Throws SetupError: no device, a loopback listen address (no RDMA
+  // there), memlock too low, or registration failures.
+  VerbsTarget(TargetPool &pool, TargetParams params);
+  ~VerbsTarget() override;
+  VerbsTarget(const VerbsTarget &) = delete;
+  VerbsTarget &operator=(const VerbsTarget &) = delete;
+
+  uint16_t port() const noexcept override { return port_; }
+  proto::Bytes provider_data() const override { return provider_data_; }
+  void start() override;
+  void stop() noexcept override;
+
+  struct Lane;
+
+ private:
+  void accept_loop();
+  void on_connect_request(rdma_cm_id *id, const std::vector<uint8_t> &private_data);
+  void lane_loop(Lane &lane);
+  // Serves one received message; false ends the lane.
+  bool serve(Lane &lane, uint32_t byte_len);
+  void fatal(const std::string &why);
+
+  TargetPool &pool_;
+  TargetParams params_;
+  EventChannelPtr channel_;
+  CmIdPtr listen_id_;
+  PdPtr pd_;
+  MrPtr pool_mr_;
+  ibv_context *ctx_ = nullptr;
+  uint16_t port_ = 0;
+  proto::Bytes provider_data_;
+  int wake_fd_ = -1;
+
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> fatal_sent_{false};
+  std::atomic<unsigned> session_nlanes_{0};
+  std::unique_ptr<std::atomic<bool>[]> lane_taken_;
+
+  std::mutex mu_;  // guards threads_ (never touched on the data path)
+  std::vector<std::thread> threads_;
+  std::thread acceptor_;
+};
+
+}  // namespace rpmem::transport::verbs
+
+#endif  // RPMEM_COMMON_TRANSPORT_VERBS_VERBS_TARGET_H

@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The verbs provider's own bytes: what rpmemd returns in
+// PoolResponse.provider_data, the private data of a lane's connect request,
+// and the messages a lane SENDs. Little-endian, explicit encode/decode,
+// no rdma-core types: the codec is unit-tested without a device.
+#ifndef RPMEM_COMMON_TRANSPORT_VERBS_VERBS_WIRE_H
+#define RPMEM_COMMON_TRANSPORT_VERBS_VERBS_WIRE_H
+
+#include "common/proto.h"
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+
+namespace rpmem::transport::verbs {
+
+inline constexpr uint32_t kWireVersion = 1;
+
+// Bytes of payload one SEND may carry (inline persists, drain ranges); the
+// target posts one receive buffer of kMsgHeaderSize + this per lane.
+inline constexpr uint32_t kMaxInline = 32 * 1024;
+
+// rpmemd -> client, in PoolResponse.provider_data (kProviderInfoSize bytes).
+struct ProviderInfo {
+  proto::PersistMethod method = proto::PersistMethod::kGpspm;
+  uint64_t raddr = 0;  // target virtual address of pool offset 0
+  uint32_t rkey = 0;   // remote read and write, [raddr, raddr + pool size)
+  uint32_t max_inline = kMaxInline;
+  // The address rdma_cm listens on (family 0: any). A client whose target
+  // host is a loopback address, which has no RDMA route, connects here: the
+  // daemon runs on the same machine.
+  uint16_t family = 0;  // AF_INET or AF_INET6
+  std::array<uint8_t, 16> addr{};
+};
+inline constexpr size_t kProviderInfoSize = 48;
+proto::Bytes encode(const ProviderInfo &info);
+std::optional<ProviderInfo> decode_provider_info(std::span<const uint8_t> b);
+
+// Private data of a lane's connect request: proves the session secret.
+struct ConnectData {
+  proto::Secret secret{};
+  uint32_t lane = 0;
+  uint32_t nlanes = 0;
+};
+inline constexpr size_t kConnectDataSize = 44;  // under RC's 56-byte limit
+void encode(const ConnectData &c, uint8_t (&out)[kConnectDataSize]);
+// Extra trailing bytes (the CM pads private data) are ignored.
+std::optional<ConnectData> decode_connect_data(std::span<const uint8_t> b);
+
+// A lane request, SENT by the client: header + payload.
+enum class MsgOp : uint8_t {
+  kPersist = 1,      // make [offset, +length) durable (data inline or already written)
+  kDeepPersist = 2,  // the same, down to the lowest persistence domain
+  kDrain = 3,        // payload: `length` ranges of 16 bytes (offset, length)
+};
+inline constexpr uint8_t kMsgInline = 1;  // payload holds the `length` bytes to copy
+struct MsgHeader {
+  MsgOp op = MsgOp::kPersist;
+  uint8_t flags = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;  // bytes (kPersist, kDeepPersist) or ranges (kDrain)
+};
+inline constexpr size_t kMsgHeaderSize = 24;
+inline constexpr size_t kRangeSize = 16;
+void encode(const MsgHeader &m, uint8_t *out);  // kMsgHeaderSize bytes
+// nullopt: unknown op or flags, non-zero reserved bytes, or a payload size
+// (`total` bytes received) that does not match the header.
+std::optional<MsgHeader> decode_msg(std::span<const uint8_t> received);
+void encode_range(uint64_t offset, uint64_t length, uint8_t *out);
+void decode_range(const uint8_t *in, uint64_t &offset, uint64_t &length);
+
+// The target's answer: a status (0 or a positive errno) for the request.
+inline constexpr size_t kReplySize = 8;
+void encode_reply(uint32_t status, uint8_t *out);
+std::optional<uint32_t> decode_reply(std::span<const uint8_t> received);
+
+}  // namespace rpmem::transport::verbs
+
+#endif  // RPMEM_COMMON_TRANSPORT_VERBS_VERBS_WIRE_H
