@@ -4,21 +4,38 @@
 
 #include "common/transport/tcp/tcp_initiator.h"
 #include "common/transport/tcp/tcp_target.h"
+#ifdef RPMEM_HAVE_VERBS
+#include "common/transport/verbs/verbs_initiator.h"
+#include "common/transport/verbs/verbs_rdma.h"
+#include "common/transport/verbs/verbs_target.h"
+#endif
 
 namespace rpmem::transport {
 
 Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(TransportKind kind,
                                                                   const InitiatorParams &params) {
   if (kind == TransportKind::kTcp) return tcp::connect_lanes(params);
+#ifdef RPMEM_HAVE_VERBS
+  if (kind == TransportKind::kVerbs) return verbs::connect_lanes(params);
+#endif
   return Error{errc(EMEDIUMTYPE), "transport not supported by this build"};
 }
 
 std::unique_ptr<Target> make_target(TransportKind kind, TargetPool &pool,
                                     const TargetParams &params) {
   if (kind == TransportKind::kTcp) return std::make_unique<tcp::TcpTarget>(pool, params);
+#ifdef RPMEM_HAVE_VERBS
+  if (kind == TransportKind::kVerbs) return std::make_unique<verbs::VerbsTarget>(pool, params);
+#endif
   throw SetupError(EMEDIUMTYPE, "transport not supported by this build");
 }
 
-uint32_t available_transports() { return proto::transport_bit(TransportKind::kTcp); }
+uint32_t available_transports() {
+  uint32_t t = proto::transport_bit(TransportKind::kTcp);
+#ifdef RPMEM_HAVE_VERBS
+  if (verbs::device_present()) t |= proto::transport_bit(TransportKind::kVerbs);
+#endif
+  return t;
+}
 
 }  // namespace rpmem::transport
