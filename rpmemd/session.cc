@@ -87,8 +87,13 @@ void Session::release(bool remove) noexcept {
 }
 
 void Session::log_policy() const {
-  // APM needs RDMA reads; over tcp every persist goes through this daemon.
+  // APM needs RDMA reads (verbs); over tcp every persist goes through this daemon.
   RPMEM_LOG_NOTICE("persistency policy:");
+  if (apm_) {
+    RPMEM_LOG_NOTICE("\tpersist method: Appliance Persistency Method");
+    RPMEM_LOG_NOTICE("\tpersist flush: none");
+    return;
+  }
   RPMEM_LOG_NOTICE("\tpersist method: General Purpose Server Persistency Method");
   RPMEM_LOG_NOTICE("\tpersist flush: %s", pool_->is_pmem() ? "pmem_persist" : "pmem_msync");
 }
@@ -100,7 +105,9 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   if (req.major != proto::kMajor) return Status::kBadProto;
   if (req.nlanes == 0) return Status::kBadNlanes;
   const uint32_t tcp = proto::transport_bit(proto::TransportKind::kTcp);
-  if ((req.transports & params_.transports & tcp) == 0) return Status::kProvNoSup;
+  const uint32_t verbs = proto::transport_bit(proto::TransportKind::kVerbs);
+  const uint32_t offered = req.transports & params_.transports;
+  if ((offered & (tcp | verbs)) == 0) return Status::kProvNoSup;
 
   rpmem::PoolAttr attr = req.attr;
   std::error_code ec;
@@ -145,16 +152,44 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(fatal_fd, &one, sizeof(one));
   };
-  try {
-    target_ = rpmem::transport::make_target(proto::TransportKind::kTcp, *view_, tp);
-  } catch (const std::exception &e) {
-    RPMEM_LOG_ERR("%s", e.what());
-    return undo(Status::kFatalConn);
+  // verbs when both sides allow it and it can serve here (a device, an RDMA
+  // address), else tcp; APM only over verbs, with --persist-apm, on pmem.
+  proto::TransportKind kind = proto::TransportKind::kTcp;
+  apm_ = false;
+  if (offered & verbs) {
+    apm_ = params_.persist_apm && pool_->is_pmem();
+    tp.persist_method = apm_ ? proto::PersistMethod::kApm : proto::PersistMethod::kGpspm;
+    try {
+      target_ = rpmem::transport::make_target(proto::TransportKind::kVerbs, *view_, tp);
+      kind = proto::TransportKind::kVerbs;
+    } catch (const std::system_error &e) {
+      apm_ = false;
+      const bool unusable = e.code().value() == EADDRNOTAVAIL || e.code().value() == ENODEV;
+      if (!(offered & tcp) || !unusable) {
+        RPMEM_LOG_ERR("%s", e.what());
+        return undo(unusable ? Status::kProvNoSup : Status::kFatalConn);
+      }
+      RPMEM_LOG_NOTICE("%s: using tcp", e.what());
+    }
   }
+  if (!target_) {
+    tp.persist_method = proto::PersistMethod::kGpspm;
+    try {
+      target_ = rpmem::transport::make_target(proto::TransportKind::kTcp, *view_, tp);
+    } catch (const std::exception &e) {
+      RPMEM_LOG_ERR("%s", e.what());
+      return undo(Status::kFatalConn);
+    }
+  }
+  RPMEM_LOG_NOTICE("transport: %s (client accepts%s%s, this daemon offers%s%s)",
+                   kind == proto::TransportKind::kVerbs ? "verbs" : "tcp",
+                   (req.transports & verbs) ? " verbs" : "", (req.transports & tcp) ? " tcp" : "",
+                   (params_.transports & verbs) ? " verbs" : "",
+                   (params_.transports & tcp) ? " tcp" : "");
   resp.nlanes = nlanes;
   resp.port = target_->port();
-  resp.transport = proto::TransportKind::kTcp;
-  resp.method = proto::PersistMethod::kGpspm;
+  resp.transport = kind;
+  resp.method = tp.persist_method;
   resp.pool_flags = pool_->has_headers() ? proto::kPoolHasHeaders : 0;
   resp.remote_size = pool_->size();
   resp.attr = create ? rpmem::PoolAttr{} : attr;

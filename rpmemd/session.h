@@ -63,6 +63,7 @@ class Session {
   std::unique_ptr<PoolView> view_;
   std::unique_ptr<rpmem::transport::Target> target_;
   bool created_ = false;
+  bool apm_ = false;  // the open pool is served with APM (verbs only)
 };
 
 }  // namespace rpmemd
