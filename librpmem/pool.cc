@@ -63,6 +63,11 @@ int remove_from_service(const TargetAddress &target, const Settings &settings,
   return 0;
 }
 
+constexpr uint32_t tcp_bit = proto::transport_bit(proto::TransportKind::kTcp);
+constexpr uint32_t verbs_bit = proto::transport_bit(proto::TransportKind::kVerbs);
+
+// What this client accepts: enabled by the environment and usable here
+// (verbs only with an RDMA device).
 uint32_t client_transports(const Settings &s) {
   uint32_t t = 0;
   uint32_t built = transport::available_transports();
@@ -134,9 +139,15 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
     return fail(EPROTO, "invalid response from the target");
   if (resp->status != proto::Status::kSuccess)
     return fail(proto::status_to_errno(resp->status), proto::status_message(resp->status));
-  RPMEM_LOG_NOTICE("%s: pool '%s' %s, %u lanes, transport %s", args.target.c_str(),
-                   args.pool_set.c_str(), args.create ? "created" : "opened", resp->nlanes,
-                   resp->transport == proto::TransportKind::kTcp ? "tcp" : "verbs");
+  RPMEM_LOG_NOTICE("%s: pool '%s' %s, %u lanes, transport %s%s (accepted:%s%s, offered:%s%s)",
+                   args.target.c_str(), args.pool_set.c_str(), args.create ? "created" : "opened",
+                   resp->nlanes, resp->transport == proto::TransportKind::kTcp ? "tcp" : "verbs",
+                   resp->transport == proto::TransportKind::kVerbs
+                       ? (resp->method == proto::PersistMethod::kApm ? " APM" : " GPSPM")
+                       : "",
+                   (transports & verbs_bit) ? " verbs" : "", (transports & tcp_bit) ? " tcp" : "",
+                   (hello->transports & verbs_bit) ? " verbs" : "",
+                   (hello->transports & tcp_bit) ? " tcp" : "");
 
   std::unique_ptr<Pool> pool(new Pool(std::move(settings), std::move(channel),
                                       static_cast<const uint8_t *>(args.addr), args.size));
@@ -151,6 +162,7 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   params.pool_size = args.size;
   params.timeout = pool->settings_.timeout;
   params.provider_data = resp->provider_data;
+  params.work_queue_size = pool->settings_.work_queue_size;
   auto lanes = transport::connect_lanes(resp->transport, params);
   if (!lanes) {
     // Let the target undo what it did (a created pool is removed).
