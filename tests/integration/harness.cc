@@ -40,6 +40,19 @@ Target::Target() {
   ::unsetenv("RPMEM_ENABLE_SOCKETS");
   ::unsetenv("RPMEM_MAX_NLANES");
   ::unsetenv("FAKE_SSH_CONNECTION");
+  if (verbs_only()) {
+    // RPMEM_TEST_TRANSPORT=verbs (scripts/test-rdma.sh, in the soft-RoCE VM):
+    // no tcp to fall back to, and rpmemd serves lanes on the RDMA address
+    // (loopback has no RDMA route; the client follows the daemon there).
+    set_env("RPMEM_ENABLE_SOCKETS", "0");
+    const char *ip = std::getenv("RDMA_VM_IP");
+    if (ip && *ip) set_env("FAKE_SSH_CONNECTION", std::string(ip) + " 50000 " + ip + " 22");
+  }
+}
+
+bool verbs_only() {
+  const char *t = std::getenv("RPMEM_TEST_TRANSPORT");
+  return t && std::string(t) == "verbs";
 }
 
 Target::~Target() {

@@ -79,6 +79,8 @@ class LocalPool {
 std::vector<uint8_t> read_file(const std::string &path);
 bool file_exists(const std::string &path);
 void set_env(const char *name, const std::string &value);
+// RPMEM_TEST_TRANSPORT=verbs: every Target disables tcp (RPMEM_ENABLE_SOCKETS=0).
+bool verbs_only();
 
 // True when bytes [off, off+len) of a and b are equal; explains otherwise.
 ::testing::AssertionResult same_bytes(const uint8_t *a, const uint8_t *b, size_t off, size_t len);
