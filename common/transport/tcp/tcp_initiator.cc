@@ -12,13 +12,23 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <thread>
+
 namespace rpmem::transport::tcp {
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
-TcpInitiatorLane::TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms)
-    : fd_(fd), base_(local_base), timeout_ms_(timeout_ms) {}
+TcpInitiatorLane::TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms,
+                                   unsigned work_queue_size, bool spin)
+    : fd_(fd),
+      base_(local_base),
+      timeout_ms_(timeout_ms),
+      wq_(std::clamp(work_queue_size, 2u, kMaxWorkQueue)),
+      spin_(spin),
+      hdrs_(new uint8_t[(wq_ + 1) * proto::kDataRequestSize]),
+      iov_(new iovec[2 * (wq_ + 1)]) {}
 
 TcpInitiatorLane::~TcpInitiatorLane() { ::close(fd_); }
 
@@ -36,23 +46,33 @@ std::error_code TcpInitiatorLane::fail(std::error_code ec) noexcept {
   return errc(ECONNRESET);
 }
 
-std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req, const void *payload,
+void TcpInitiatorLane::enqueue(const proto::DataRequest &req, unsigned slot) noexcept {
+  uint8_t(&hdr)[proto::kDataRequestSize] = *reinterpret_cast<uint8_t(*)[proto::kDataRequestSize]>(
+      hdrs_.get() + slot * proto::kDataRequestSize);
+  proto::encode(req, hdr);
+  iov_[niov_++] = {hdr, sizeof(hdr)};
+  if (proto::carries_payload(req.op) && req.length > 0)
+    iov_[niov_++] = {const_cast<uint8_t *>(base_ + req.offset), req.length};
+}
+
+std::error_code TcpInitiatorLane::post(const proto::DataRequest *req) noexcept {
+  if (req) enqueue(*req, wq_);
+  const int n = niov_;
+  queued_ = 0;
+  niov_ = 0;
+  if (n == 0) return {};
+  if (auto ec = send_all(fd_, iov_.get(), n, timeout_ms_)) return fail(ec);
+  return {};
+}
+
+std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req,
                                            proto::DataReply &reply) noexcept {
   if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
-  uint8_t hdr[proto::kDataRequestSize];
-  proto::encode(req, hdr);
-  iovec iov[2] = {{hdr, sizeof(hdr)}, {const_cast<void *>(payload), 0}};
-  int n = 1;
-  if (payload != nullptr && req.length > 0) {
-    iov[1].iov_len = req.length;
-    n = 2;
-  }
-  if (auto ec = send_all(fd_, iov, n, timeout_ms_)) return fail(ec);
-  if (req.op == DataOp::kFlush) return {};
+  if (auto ec = post(&req)) return ec;
 
   uint8_t raw[proto::kDataReplySize];
   // The reply usually comes within one round trip: spin for it first.
-  size_t have = recv_spinning(fd_, raw, sizeof(raw), kSpinBudget);
+  size_t have = spin_ ? recv_spinning(fd_, raw, sizeof(raw), kSpinBudget) : 0;
   if (have < sizeof(raw))
     if (auto ec = recv_all(fd_, raw + have, sizeof(raw) - have, timeout_ms_)) return fail(ec);
   auto decoded = proto::decode_data_reply(raw);
@@ -70,24 +90,29 @@ std::error_code TcpInitiatorLane::write(DataOp op, uint64_t offset, uint64_t len
                                         bool relaxed) noexcept {
   proto::DataRequest req{op, static_cast<uint8_t>(relaxed ? proto::kDataRelaxed : 0), offset,
                          length};
+  if (op == DataOp::kFlush) {
+    if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
+    if (queued_ == wq_)
+      if (auto ec = post(nullptr)) return ec;
+    enqueue(req, queued_++);
+    return {};
+  }
   proto::DataReply reply;
-  if (auto ec = exchange(req, base_ + offset, reply)) return ec;
-  return op == DataOp::kFlush
-             ? std::error_code{}
-             : (reply.status ? errc(static_cast<int>(reply.status)) : std::error_code{});
+  if (auto ec = exchange(req, reply)) return ec;
+  return reply.status ? errc(static_cast<int>(reply.status)) : std::error_code{};
 }
 
 std::error_code TcpInitiatorLane::drain() noexcept {
   proto::DataRequest req{DataOp::kDrain, 0, 0, 0};
   proto::DataReply reply;
-  if (auto ec = exchange(req, nullptr, reply)) return ec;
+  if (auto ec = exchange(req, reply)) return ec;
   return reply.status ? errc(static_cast<int>(reply.status)) : std::error_code{};
 }
 
 std::error_code TcpInitiatorLane::read(void *dst, uint64_t offset, uint64_t length) noexcept {
   proto::DataRequest req{DataOp::kRead, 0, offset, length};
   proto::DataReply reply;
-  if (auto ec = exchange(req, nullptr, reply)) return ec;
+  if (auto ec = exchange(req, reply)) return ec;
   if (reply.status) return errc(static_cast<int>(reply.status));
   if (auto ec = recv_all(fd_, dst, length, timeout_ms_)) return fail(ec);
   return {};
@@ -141,6 +166,7 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
 
   std::vector<std::unique_ptr<InitiatorLane>> lanes;
   lanes.reserve(params.nlanes);
+  const bool spin = spin_pays_off(params.nlanes);
   for (unsigned i = 0; i < params.nlanes; ++i) {
     std::error_code ec;
     int fd = connect_one(io, endpoints, params.timeout, ec);
@@ -153,7 +179,8 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
                        std::to_string(params.port) + ": " + why};
     }
     set_nodelay(fd);
-    auto lane = std::make_unique<TcpInitiatorLane>(fd, params.local_base, timeout_ms);
+    auto lane = std::make_unique<TcpInitiatorLane>(fd, params.local_base, timeout_ms,
+                                                   params.work_queue_size, spin);
     if (auto err = set_nonblocking(fd, true))
       return Error{err, "cannot set up lane " + std::to_string(i)};
 

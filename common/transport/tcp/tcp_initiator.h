@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // TCP provider, client side: one connection per lane. A persist is one
 // gathered send (header + the bytes straight from the local pool) and one
-// 16-byte reply; a flush is the send alone; drain is one round trip.
+// 16-byte reply. A flush is posted, as an RDMA write is posted to a send
+// queue: up to work_queue_size flushes wait on the lane and go out, in one
+// gathered send, with the next request (drain, persist, read) or when the
+// queue is full; drain is then one round trip.
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 
 #include "common/transport/transport.h"
+
+#include <sys/uio.h>
 
 #include <atomic>
 #include <memory>
@@ -16,7 +21,10 @@ namespace rpmem::transport::tcp {
 class TcpInitiatorLane final : public InitiatorLane {
  public:
   // Takes ownership of fd, a connected socket that passed the lane hello.
-  TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms);
+  // work_queue_size: flushes posted before one has to be sent (2..256).
+  // spin: poll for replies briefly before sleeping (when cores are spare).
+  TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms, unsigned work_queue_size,
+                   bool spin);
   ~TcpInitiatorLane() override;
   TcpInitiatorLane(const TcpInitiatorLane &) = delete;
   TcpInitiatorLane &operator=(const TcpInitiatorLane &) = delete;
@@ -28,15 +36,23 @@ class TcpInitiatorLane final : public InitiatorLane {
   void shutdown() noexcept override;
 
  private:
-  // Sends a request (and its payload) and, unless it is a flush, waits for
-  // the reply header.
-  std::error_code exchange(const proto::DataRequest &req, const void *payload,
-                           proto::DataReply &reply) noexcept;
+  // Adds a request (and its payload from the pool) to the posted queue.
+  void enqueue(const proto::DataRequest &req, unsigned slot) noexcept;
+  // Sends the posted flushes, then `req` if it is not null.
+  std::error_code post(const proto::DataRequest *req) noexcept;
+  // Posts `req` behind the queued flushes and waits for its reply header.
+  std::error_code exchange(const proto::DataRequest &req, proto::DataReply &reply) noexcept;
   std::error_code fail(std::error_code ec) noexcept;
 
   int fd_;
   const uint8_t *base_;
   int timeout_ms_;
+  unsigned wq_;  // queue bound
+  bool spin_;
+  unsigned queued_ = 0;  // flushes posted, not yet sent
+  int niov_ = 0;
+  std::unique_ptr<uint8_t[]> hdrs_;  // wq_ + 1 encoded headers (the last: the request)
+  std::unique_ptr<iovec[]> iov_;     // 2 per header
   std::atomic<bool> dead_{false};
 };
 

@@ -333,10 +333,9 @@ TEST_F(TcpTargetTest, DrainAfterFailedFlushIsEioOnceAndLaneStaysUsable) {
   connect_ok(1);
   pool_->fail_with(EIO);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 8192, 64, false));  // no reply to carry it
-  ASSERT_TRUE(pool_->wait_entered(1, 3s));
-  pool_->fail_with(0);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 16384, 64, false));
   EXPECT_EQ(lanes_[0]->drain(), errc_of(EIO));
+  pool_->fail_with(0);
   EXPECT_FALSE(lanes_[0]->drain()) << "the flush error must be reported once";
   EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 64, false));
   EXPECT_EQ(fatal_count(), 0u);
@@ -347,10 +346,37 @@ TEST_F(TcpTargetTest, FlushErrorIsPerLane) {
   connect_ok(2);
   pool_->fail_with(EIO);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 8192, 64, false));
-  ASSERT_TRUE(pool_->wait_entered(1, 3s));
-  pool_->fail_with(0);
-  EXPECT_FALSE(lanes_[1]->drain());
+  EXPECT_FALSE(lanes_[1]->drain()) << "lane 1 flushed nothing";
   EXPECT_EQ(lanes_[0]->drain(), errc_of(EIO));
+}
+
+TEST_F(TcpTargetTest, PostedFlushesAreSentWhenTheWorkQueueIsFull) {
+  start();
+  connect_ok(1);
+  // The default queue holds 50 flushes: the 51st sends the first 50 without
+  // waiting for a drain.
+  fill_pattern(local_.data(), kPoolSize, 9);
+  for (size_t i = 0; i < 51; ++i)
+    ASSERT_FALSE(lanes_[0]->write(DataOp::kFlush, 8192 + i * 64, 64, false));
+  ASSERT_TRUE(pool_->wait_entered(1, 3s)) << "a full queue must go out by itself";
+  EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 50 * 64));
+  ASSERT_FALSE(lanes_[0]->drain());
+  EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 51 * 64));
+}
+
+TEST_F(TcpTargetTest, PersistAfterFlushesKeepsTheirOrder) {
+  start();
+  connect_ok(1);
+  fill_pattern(local_.data(), kPoolSize, 10);
+  ASSERT_FALSE(lanes_[0]->write(DataOp::kFlush, 8192, 4096, false));
+  std::memset(local_.data() + 8192, 0x5a, 64);  // the persist's bytes win
+  ASSERT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 64, false));
+  ASSERT_FALSE(lanes_[0]->drain());
+  EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 4096));
+  std::vector<uint8_t> got(4096);
+  ASSERT_FALSE(lanes_[0]->write(DataOp::kFlush, 16384, 4096, false));
+  ASSERT_FALSE(lanes_[0]->read(got.data(), 16384, got.size())) << "a read sees earlier flushes";
+  EXPECT_EQ(0, std::memcmp(got.data(), local_.data() + 16384, 4096));
 }
 
 TEST_F(TcpTargetTest, SeveralLanesInParallelThreads) {
