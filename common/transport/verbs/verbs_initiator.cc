@@ -9,7 +9,7 @@
 
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <sched.h>
+#include <poll.h>
 
 #include <atomic>
 #include <chrono>
@@ -23,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kMaxWrite = 1ull << 30;    // bytes per WRITE work request
 constexpr size_t kBounceSize = 256 * 1024;    // rpmem_read chunk
+constexpr unsigned kSpins = 2000;             // CQ polls before sleeping
 enum WrId : uint64_t { kWrWrite = 1, kWrSend = 2, kWrRecv = 4, kWrRead = 8 };
 
 // What the lanes of one pool share; released with the last lane.
@@ -61,6 +62,7 @@ class VerbsLane final : public InitiatorLane {
     id_.reset();
     buf_mr_.reset();
     cq_.reset();
+    comp_.reset();
     channel_.reset();
     shared_.reset();
   }
@@ -69,6 +71,7 @@ class VerbsLane final : public InitiatorLane {
 
   // Connection setup: everything this lane owns.
   EventChannelPtr channel_;
+  CompChannelPtr comp_;  // sleeps when spinning did not find the completion
   CqPtr cq_;
   std::unique_ptr<uint8_t[]> buf_;  // send | recv | probe | bounce
   MrPtr buf_mr_;
@@ -188,10 +191,13 @@ class VerbsLane final : public InitiatorLane {
     return {};
   }
 
-  // Waits until the completions in `need` (WrId bits) arrived.
+  // Waits until the completions in `need` (WrId bits) arrived: spins a
+  // little (a round trip on real hardware is a few microseconds), then sleeps
+  // on the completion channel and the rdma_cm channel, up to the timeout.
   std::error_code wait_for(uint64_t need) noexcept {
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
     uint64_t got = 0;
+    bool armed = false;
     for (unsigned spins = 0;; ++spins) {
       Completion wc[4];
       const int n = poll(cq_.get(), wc, 4);
@@ -208,18 +214,34 @@ class VerbsLane final : public InitiatorLane {
         unsignaled_ = 0;  // a signalled completion retires every earlier WRITE
         return {};
       }
-      if (n > 0 || (spins & 255) != 0) continue;
+      if (n > 0 || spins < kSpins) continue;
       if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
-      CmEvent ev;
-      if (!next_event(channel_.get(), 0, ev)) {
-        RPMEM_LOG_ERR("verbs lane: connection event %s", rdma_event_str(ev.type));
-        return fail(nullptr, errc(ECONNRESET));
+      if (!armed) {  // arm, then poll once more before sleeping
+        if (auto ec = arm(cq_.get())) return fail("ibv_req_notify_cq", ec);
+        armed = true;
+        continue;
       }
-      if (Clock::now() > deadline) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left < 0) {
         RPMEM_LOG_ERR("verbs lane: no completion within %d ms", timeout_ms_);
         return fail(nullptr, errc(ECONNRESET));
       }
-      if (spins > 64 * 1024) sched_yield();
+      pollfd p[2] = {{fd_of(comp_.get()), POLLIN, 0}, {fd_of(channel_.get()), POLLIN, 0}};
+      if (::poll(p, 2, static_cast<int>(std::min<long long>(left, 100)) + 1) < 0 &&
+          errno != EINTR)
+        return fail("poll", last_errc());
+      if (p[1].revents) {
+        CmEvent ev;
+        if (!next_event(channel_.get(), 0, ev)) {
+          RPMEM_LOG_ERR("verbs lane: connection event %s", rdma_event_str(ev.type));
+          return fail(nullptr, errc(ECONNRESET));
+        }
+      }
+      if (p[0].revents) {
+        consume_events(comp_.get());
+        armed = false;
+      }
     }
   }
 
@@ -349,7 +371,10 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
     } else if (shared->pd->context != ctx) {
       return Error{errc(ECONNRESET), name + " resolved to another RDMA device"};
     }
-    auto cq = create_cq(ctx, static_cast<int>(wq + 8), nullptr);
+    auto comp = create_comp_channel(ctx);
+    if (!comp) return comp.error();
+    lane->comp_ = std::move(comp.value());
+    auto cq = create_cq(ctx, static_cast<int>(wq + 8), lane->comp_.get());
     if (!cq) return cq.error();
     lane->cq_ = std::move(cq.value());
     if (auto ec = create_qp(lane->id_.get(), shared->pd.get(), lane->cq_.get(), wq + 2, 1))

@@ -82,8 +82,12 @@ std::error_code check_memlock(size_t bytes, const char *what, std::string &why) 
 
 Result<EventChannelPtr> create_event_channel() {
   EventChannelPtr ch(rdma_create_event_channel());
-  if (!ch) return Error{logged(errno ? errno : ENODEV, "rdma_create_event_channel", ""),
-                        "cannot create an rdma_cm event channel"};
+  if (!ch) {
+    const int err = errno ? errno : ENODEV;
+    std::string msg = std::string("cannot create an rdma_cm event channel: ") + strerror(err);
+    if (err == EMFILE || err == ENFILE) msg += " (RLIMIT_NOFILE too low for the lanes)";
+    return Error{logged(err, "rdma_create_event_channel", ""), msg};
+  }
   if (auto ec = set_nonblocking(ch->fd)) return Error{ec, "cannot set up an rdma_cm channel"};
   return ch;
 }
@@ -125,8 +129,12 @@ Result<MrPtr> register_memory(ibv_pd *pd, const void *addr, size_t length, int a
 
 Result<CompChannelPtr> create_comp_channel(ibv_context *ctx) {
   CompChannelPtr ch(ibv_create_comp_channel(ctx));
-  if (!ch) return Error{logged(errno ? errno : ENOMEM, "ibv_create_comp_channel", ""),
-                        "cannot create a completion channel"};
+  if (!ch) {
+    const int err = errno ? errno : ENOMEM;
+    std::string msg = std::string("cannot create a completion channel: ") + strerror(err);
+    if (err == EMFILE || err == ENFILE) msg += " (RLIMIT_NOFILE too low for the lanes)";
+    return Error{logged(err, "ibv_create_comp_channel", ""), msg};
+  }
   if (auto ec = set_nonblocking(ch->fd)) return Error{ec, "cannot set up a completion channel"};
   return ch;
 }

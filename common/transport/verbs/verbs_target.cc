@@ -245,6 +245,8 @@ void VerbsTarget::lane_loop(Lane &lane) {
     Completion wc[4];
     const int n = poll(lane.cq.get(), wc, 4);
     if (n < 0) return fatal("verbs lane: ibv_poll_cq failed");
+    // Reply completions first: the one for the previous reply may sit
+    // behind the next request in this batch, and serve() waits for it.
     for (int i = 0; i < n; ++i) {
       if (!wc[i].ok) {
         if (!stopping_.load())
@@ -252,9 +254,10 @@ void VerbsTarget::lane_loop(Lane &lane) {
         disconnect(lane.id.get());
         return;
       }
-      if (wc[i].wr_id == kWrReply) {
-        lane.reply_busy = false;
-      } else if (!serve(lane, wc[i].byte_len)) {
+      if (wc[i].wr_id == kWrReply) lane.reply_busy = false;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].wr_id == kWrRecv && !serve(lane, wc[i].byte_len)) {
         disconnect(lane.id.get());
         return;
       }
