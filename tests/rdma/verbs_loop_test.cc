@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The verbs provider end to end on a real device: a VerbsTarget serving an
+// in-memory pool that records every persist, and initiator lanes, over RC
+// queue pairs. Needs an RDMA device and its address in RDMA_VM_IP (the
+// soft-RoCE VM sets both); skips otherwise.
+#include "common/transport/transport.h"
+#include "common/transport/verbs/verbs_rdma.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/mman.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace rpmem::transport {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kPoolSize = 4 << 20;
+constexpr size_t kHeader = 4096;
+
+struct Persisted {
+  size_t offset, length;
+  bool deep;
+};
+
+// Target pool in anonymous memory; records persists, may fail them.
+class MemPool final : public TargetPool {
+ public:
+  MemPool() {
+    base_ = static_cast<uint8_t *>(
+        ::mmap(nullptr, kPoolSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+  }
+  ~MemPool() override { ::munmap(base_, kPoolSize); }
+  MemPool(const MemPool &) = delete;
+  MemPool &operator=(const MemPool &) = delete;
+  uint8_t *base() const noexcept override { return base_; }
+  size_t size() const noexcept override { return kPoolSize; }
+  size_t writable_from() const noexcept override { return kHeader; }
+  std::error_code persist(size_t offset, size_t length, bool deep) noexcept override {
+    std::lock_guard lock(mu_);
+    log_.push_back({offset, length, deep});
+    return fail_.load() ? errc(EIO) : std::error_code{};
+  }
+  std::vector<Persisted> log() {
+    std::lock_guard lock(mu_);
+    return log_;
+  }
+  void clear_log() {
+    std::lock_guard lock(mu_);
+    log_.clear();
+  }
+  // True when every byte of [off, off+len) lies in some recorded persist.
+  bool covered(size_t off, size_t len) {
+    auto l = log();
+    for (size_t i = off; i < off + len; i += 512) {
+      bool in = false;
+      for (auto &p : l) in = in || (i >= p.offset && i < p.offset + p.length);
+      if (!in) return false;
+    }
+    return true;
+  }
+  std::atomic<bool> fail_{false};
+
+ private:
+  uint8_t *base_;
+  std::mutex mu_;
+  std::vector<Persisted> log_;
+};
+
+class VerbsLoop : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!verbs::device_present()) GTEST_SKIP() << "no RDMA device";
+    const char *ip = std::getenv("RDMA_VM_IP");
+    if (!ip || !*ip) GTEST_SKIP() << "RDMA_VM_IP (the device's address) is not set";
+    ip_ = ip;
+    local_ = static_cast<uint8_t *>(
+        ::mmap(nullptr, kPoolSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    fill(0, kPoolSize, 7);
+    for (size_t i = 0; i < secret_.size(); ++i) secret_[i] = static_cast<uint8_t>(i * 7 + 1);
+  }
+  void TearDown() override {
+    lanes_.clear();
+    if (target_) target_->stop();
+    target_.reset();
+    if (local_) ::munmap(local_, kPoolSize);
+  }
+
+  void start(proto::PersistMethod method, unsigned max_lanes = 4) {
+    TargetParams tp;
+    tp.listen_address = ip_;
+    tp.secret = secret_;
+    tp.max_lanes = max_lanes;
+    tp.persist_method = method;
+    tp.on_fatal = [this](const std::string &) { fatal_ = true; };
+    target_ = make_target(proto::TransportKind::kVerbs, pool_, tp);
+    target_->start();
+  }
+  InitiatorParams params(unsigned nlanes, unsigned wq = 50) {
+    InitiatorParams p;
+    p.host = ip_;
+    p.port = target_->port();
+    p.secret = secret_;
+    p.nlanes = nlanes;
+    p.local_base = local_;
+    p.pool_size = kPoolSize;
+    p.timeout = 2000ms;
+    p.provider_data = target_->provider_data();
+    p.work_queue_size = wq;
+    return p;
+  }
+  void connect(unsigned nlanes, unsigned wq = 50) {
+    auto r = connect_lanes(proto::TransportKind::kVerbs, params(nlanes, wq));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    lanes_ = std::move(r.value());
+  }
+  void fill(size_t off, size_t len, uint8_t seed) {
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < len; ++i) {
+      x = x * 1103515245u + 12345u;
+      local_[off + i] = static_cast<uint8_t>(x >> 16);
+    }
+  }
+  bool same(size_t off, size_t len) { return std::memcmp(local_ + off, pool_.base() + off, len) == 0; }
+
+  std::string ip_;
+  proto::Secret secret_{};
+  MemPool pool_;
+  uint8_t *local_ = nullptr;
+  std::unique_ptr<Target> target_;
+  std::vector<std::unique_ptr<InitiatorLane>> lanes_;
+  std::atomic<bool> fatal_{false};
+};
+
+TEST_F(VerbsLoop, PersistLandsInlineInChunksAndIsReportedDurable) {
+  start(proto::PersistMethod::kGpspm);
+  connect(1);
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, kHeader, 8, false), std::error_code{});
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 65536, 200000, false), std::error_code{});
+  EXPECT_TRUE(same(kHeader, 8));
+  EXPECT_TRUE(same(65536, 200000));
+  EXPECT_TRUE(pool_.covered(65536, 200000));
+  EXPECT_FALSE(same(0, kHeader)) << "nothing wrote the header";
+}
+
+TEST_F(VerbsLoop, RelaxedPersistWritesThenTheTargetFlushesTheRange) {
+  start(proto::PersistMethod::kGpspm);
+  connect(1);
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 1 << 20, 1 << 20, true), std::error_code{});
+  EXPECT_TRUE(same(1 << 20, 1 << 20));
+  auto log = pool_.log();
+  ASSERT_EQ(log.size(), 1u);
+  EXPECT_EQ(log[0].offset, 1u << 20);
+  EXPECT_EQ(log[0].length, 1u << 20);
+}
+
+TEST_F(VerbsLoop, DeepPersistGoesThroughTheTarget) {
+  start(proto::PersistMethod::kApm);
+  connect(1);
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kDeepPersist, 8192, 5000, false), std::error_code{});
+  EXPECT_TRUE(same(8192, 5000));
+  auto log = pool_.log();
+  ASSERT_FALSE(log.empty());
+  EXPECT_TRUE(log[0].deep);
+}
+
+// RPMEM_WORK_QUEUE_SIZE = 8 and WQ-2, WQ-1, WQ, 3*WQ flushes, as PMDK's TEST22.
+TEST_F(VerbsLoop, FlushesAreDurableAfterOneDrainAcrossWorkQueueBoundaries) {
+  start(proto::PersistMethod::kGpspm);
+  connect(1, 8);
+  size_t off = kHeader;
+  for (unsigned n : {6u, 7u, 8u, 24u}) {
+    pool_.clear_log();
+    const size_t first = off;
+    for (unsigned i = 0; i < n; ++i) {
+      fill(off, 3000, static_cast<uint8_t>(n + i));
+      ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, off, 3000, true), std::error_code{});
+      off += 4096;  // not adjacent: one range each
+    }
+    EXPECT_TRUE(pool_.log().empty()) << "flush alone reached the target CPU";
+    ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
+    for (size_t o = first; o < off; o += 4096) {
+      EXPECT_TRUE(same(o, 3000)) << n << " flushes, offset " << o;
+      EXPECT_TRUE(pool_.covered(o, 3000)) << n << " flushes, offset " << o;
+    }
+  }
+}
+
+TEST_F(VerbsLoop, ApmRelaxedPersistAndDrainNeverReachTheTargetCpu) {
+  start(proto::PersistMethod::kApm);
+  connect(1);
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 8192, 100000, true), std::error_code{});
+  for (int i = 0; i < 20; ++i)
+    ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 200000 + i * 1000, 1000, true),
+              std::error_code{});
+  ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
+  EXPECT_TRUE(same(8192, 100000));
+  EXPECT_TRUE(same(200000, 20000));
+  EXPECT_TRUE(pool_.log().empty());
+  // flags 0 keeps 8-byte atomicity: through the target.
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 300000, 64, false), std::error_code{});
+  EXPECT_EQ(pool_.log().size(), 1u);
+}
+
+TEST_F(VerbsLoop, ReadReturnsTheRemoteBytesAcrossChunks) {
+  start(proto::PersistMethod::kGpspm);
+  connect(1);
+  for (size_t i = 0; i < kPoolSize; ++i) pool_.base()[i] = static_cast<uint8_t>(i * 31 + 5);
+  std::vector<uint8_t> buf(700000);
+  ASSERT_EQ(lanes_[0]->read(buf.data(), 12345, buf.size()), std::error_code{});
+  EXPECT_EQ(std::memcmp(buf.data(), pool_.base() + 12345, buf.size()), 0);
+  ASSERT_EQ(lanes_[0]->read(buf.data(), 0, 8), std::error_code{});  // the header too
+  EXPECT_EQ(std::memcmp(buf.data(), pool_.base(), 8), 0);
+}
+
+TEST_F(VerbsLoop, TargetFailureIsEioAndTheLaneStaysUsable) {
+  start(proto::PersistMethod::kGpspm);
+  connect(1);
+  pool_.fail_ = true;
+  EXPECT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 8192, 100, false), errc(EIO));
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 16384, 100, true), std::error_code{});
+  EXPECT_EQ(lanes_[0]->drain(), errc(EIO));
+  pool_.fail_ = false;
+  EXPECT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 8192, 100, true), std::error_code{});
+}
+
+TEST_F(VerbsLoop, WrongSecretIsRejectedAndTheSessionGoesOn) {
+  start(proto::PersistMethod::kGpspm);
+  auto p = params(1);
+  p.secret[0] ^= 1;
+  auto bad = connect_lanes(proto::TransportKind::kVerbs, p);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, errc(ECONNRESET));
+  EXPECT_NE(bad.error().message.find("refused"), std::string::npos) << bad.error().message;
+  connect(1);
+  EXPECT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 8192, 100, false), std::error_code{});
+  EXPECT_FALSE(fatal_.load());
+}
+
+TEST_F(VerbsLoop, MoreLanesThanGrantedAreRejected) {
+  start(proto::PersistMethod::kGpspm, 2);
+  auto r = connect_lanes(proto::TransportKind::kVerbs, params(3));
+  EXPECT_FALSE(r.ok());
+}
+
+TEST_F(VerbsLoop, StoppedTargetGivesEconnresetWithinTheTimeout) {
+  start(proto::PersistMethod::kGpspm);
+  connect(2);
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 8192, 100, true), std::error_code{});
+  target_->stop();
+  auto t0 = Clock::now();
+  EXPECT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 8192, 100, true), errc(ECONNRESET));
+  EXPECT_EQ(lanes_[1]->write(proto::DataOp::kPersist, 8192, 100, false), errc(ECONNRESET));
+  EXPECT_LT(Clock::now() - t0, 5s);
+  EXPECT_EQ(lanes_[0]->read(local_, 0, 8), errc(ECONNRESET)) << "dead lanes stay dead";
+}
+
+TEST_F(VerbsLoop, SeveralLanesInParallelShareNothing) {
+  start(proto::PersistMethod::kGpspm, 4);
+  connect(4);
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (unsigned l = 0; l < 4; ++l)
+    threads.emplace_back([&, l] {
+      const size_t base = kHeader + l * (1 << 20);
+      for (int i = 0; i < 50; ++i) {
+        const size_t off = base + static_cast<size_t>(i) * 4096;
+        auto op = i % 3 == 0 ? proto::DataOp::kFlush : proto::DataOp::kPersist;
+        if (lanes_[l]->write(op, off, 4000, i % 2 == 0)) ++errors;
+      }
+      if (lanes_[l]->drain()) ++errors;
+    });
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  for (unsigned l = 0; l < 4; ++l)
+    for (int i = 0; i < 50; ++i)
+      EXPECT_TRUE(same(kHeader + l * (1 << 20) + static_cast<size_t>(i) * 4096, 4000))
+          << "lane " << l << " write " << i;
+}
+
+}  // namespace
+}  // namespace rpmem::transport
