@@ -12,6 +12,8 @@ packages=(
   openssh-client openssh-server util-linux iproute2
   clang libclang-rt-14-dev
   systemd dpkg-dev file
+  qemu-system-x86 busybox-static cpio xz-utils ibverbs-providers ibverbs-utils
+  rdmacm-utils perftest
 )
 missing=()
 for p in "${packages[@]}"; do
