@@ -5,10 +5,16 @@
 // soft-RoCE VM sets both); skips otherwise.
 #include "common/transport/transport.h"
 #include "common/transport/verbs/verbs_rdma.h"
+#include "common/transport/verbs/verbs_wire.h"
 
 #include <gtest/gtest.h>
 
+#include <linux/capability.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -285,6 +291,52 @@ TEST_F(VerbsLoop, SeveralLanesInParallelShareNothing) {
     for (int i = 0; i < 50; ++i)
       EXPECT_TRUE(same(kHeader + l * (1 << 20) + static_cast<size_t>(i) * 4096, 4000))
           << "lane " << l << " write " << i;
+}
+
+// Without CAP_IPC_LOCK, a memlock limit below the pool fails both sides up
+// front with a message that names the limit.
+TEST_F(VerbsLoop, MemlockLimitBelowThePoolIsAClearErrorOnBothSides) {
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rlimit rl{64 * 1024, 64 * 1024};
+    __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct d[2]{};
+    if (::setrlimit(RLIMIT_MEMLOCK, &rl) != 0 || ::syscall(SYS_capget, &h, d) != 0) ::_exit(2);
+    d[0].effective &= ~(1u << CAP_IPC_LOCK);
+    if (::syscall(SYS_capset, &h, d) != 0) ::_exit(3);
+    InitiatorParams p;
+    p.host = ip_;
+    p.port = 1;
+    p.nlanes = 1;
+    p.local_base = local_;
+    p.pool_size = kPoolSize;
+    p.provider_data = verbs::encode(verbs::ProviderInfo{});
+    auto r = connect_lanes(proto::TransportKind::kVerbs, p);
+    if (r.ok() || r.error().code != errc(ENOMEM) ||
+        r.error().message.find("RLIMIT_MEMLOCK") == std::string::npos) {
+      std::fprintf(stderr, "initiator: %s\n", r.ok() ? "connected" : r.error().message.c_str());
+      ::_exit(4);
+    }
+    std::fprintf(stderr, "initiator says: %s\n", r.error().message.c_str());
+    TargetParams tp;
+    tp.listen_address = ip_;
+    tp.max_lanes = 1;
+    try {
+      make_target(proto::TransportKind::kVerbs, pool_, tp);
+      ::_exit(5);
+    } catch (const std::system_error &e) {
+      std::fprintf(stderr, "target says: %s\n", e.what());
+      ::_exit(e.code().value() == ENOMEM && std::string(e.what()).find("RLIMIT_MEMLOCK") !=
+                                                std::string::npos
+                  ? 0
+                  : 6);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 
 namespace rpmem::transport::verbs {
@@ -28,6 +29,22 @@ std::error_code set_nonblocking(int fd) {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return last_errc();
   return {};
+}
+
+// CAP_IPC_LOCK in the effective set (/proc/self/status CapEff, bit 14).
+bool has_ipc_lock() {
+  FILE *f = std::fopen("/proc/self/status", "r");
+  if (!f) return ::geteuid() == 0;
+  char line[256];
+  unsigned long long eff = 0;
+  bool found = false;
+  while (std::fgets(line, sizeof(line), f))
+    if (std::sscanf(line, "CapEff: %llx", &eff) == 1) {
+      found = true;
+      break;
+    }
+  std::fclose(f);
+  return found ? (eff >> 14) & 1 : ::geteuid() == 0;
 }
 
 std::string human(uint64_t bytes) {
@@ -72,7 +89,7 @@ ibv_context *first_device() noexcept {
 std::error_code check_memlock(size_t bytes, const char *what, std::string &why) {
   rlimit rl{};
   if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return {};
-  if (::geteuid() == 0) return {};  // CAP_IPC_LOCK: the limit does not apply
+  if (has_ipc_lock()) return {};  // the limit does not apply
   if (rl.rlim_cur >= bytes) return {};
   why = std::string("RLIMIT_MEMLOCK (") + human(rl.rlim_cur) + ") is below the " + human(bytes) +
         " " + what + " must pin for RDMA; raise the memlock limit (ulimit -l, " +
