@@ -20,7 +20,7 @@
 namespace rpmem_bench {
 namespace {
 thread_local bool t_inside = false;
-thread_local int64_t t_allocs = 0;
+[[maybe_unused]] thread_local int64_t t_allocs = 0;  // unused when not counting
 }  // namespace
 
 AllocScope::AllocScope() { t_inside = true; }
