@@ -23,7 +23,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kMaxWrite = 1ull << 30;    // bytes per WRITE work request
 constexpr size_t kBounceSize = 256 * 1024;    // rpmem_read chunk
-constexpr unsigned kSpins = 2000;             // CQ polls before sleeping
+constexpr unsigned kSpins = 100;              // CQ polls before sleeping
 enum WrId : uint64_t { kWrWrite = 1, kWrSend = 2, kWrRecv = 4, kWrRead = 8 };
 
 // What the lanes of one pool share; released with the last lane.
@@ -92,7 +92,7 @@ class VerbsLane final : public InitiatorLane {
   std::error_code write(DataOp op, uint64_t offset, uint64_t length,
                         bool relaxed) noexcept override {
     if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
-    if (relaxed && op == DataOp::kFlush) {
+    if (op == DataOp::kFlush) {  // relaxed or not: posted, durable at drain
       if (auto ec = post_writes(offset, length)) return ec;
       if (method_->tracks_ranges()) ranges_.add(offset, length);
       return {};
