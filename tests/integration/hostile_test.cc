@@ -516,7 +516,7 @@ class HostileDaemon : public ::testing::Test {
   int create_against(const proto::Bytes &bytes, bool stay, Clock::duration *took = nullptr) {
     std::string file = target_.dir() + "/reply" + std::to_string(n_++) + ".bin";
     FILE *f = std::fopen(file.c_str(), "wb");
-    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    if (!bytes.empty()) std::fwrite(bytes.data(), 1, bytes.size(), f);
     std::fclose(f);
     // Not `stay`: stdout is closed after the reply, stdin is read to the end
     // (so that the client's request never meets a closed pipe).
