@@ -21,11 +21,12 @@ namespace {
 
 constexpr unsigned kMaxLanes = 1024;
 
-// Lanes the file descriptor limit leaves room for (one descriptor each).
-unsigned lanes_fd_budget() {
+// Lanes the file descriptor limit leaves room for: a tcp lane takes one
+// descriptor, a verbs lane two (its queue pair's event channel too).
+unsigned lanes_fd_budget(unsigned fds_per_lane) {
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return kMaxLanes;
-  long budget = static_cast<long>(rl.rlim_cur) - 64;
+  long budget = (static_cast<long>(rl.rlim_cur) - 64) / fds_per_lane;
   return budget < 1 ? 0 : static_cast<unsigned>(std::min<long>(budget, kMaxLanes));
 }
 
@@ -135,7 +136,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
                   pool_->size(), static_cast<unsigned long long>(req.pool_size));
     return undo(Status::kBadSize);
   }
-  unsigned nlanes = std::min({req.nlanes, kMaxLanes, lanes_fd_budget()});
+  unsigned nlanes = std::min({req.nlanes, kMaxLanes, lanes_fd_budget((offered & verbs) ? 2 : 1)});
   if (nlanes == 0) {
     RPMEM_LOG_ERR("no file descriptors left for lanes (RLIMIT_NOFILE)");
     return undo(Status::kBadNlanes);
