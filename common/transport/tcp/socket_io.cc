@@ -13,7 +13,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <thread>
 
 namespace rpmem::transport::tcp {
 namespace {
@@ -122,11 +121,6 @@ size_t recv_spinning(int fd, void *buf, size_t len, std::chrono::nanoseconds bud
     ::sched_yield();  // a peer thread on this CPU gets to answer
   } while (Clock::now() < until);
   return 0;
-}
-
-bool spin_pays_off(unsigned nlanes) noexcept {
-  const unsigned cores = std::thread::hardware_concurrency();
-  return cores == 0 || 2ull * nlanes <= cores;
 }
 
 std::error_code wait_readable(int fd, int timeout_ms) noexcept {

@@ -40,10 +40,6 @@ size_t recv_spinning(int fd, void *buf, size_t len, std::chrono::nanoseconds bud
 // trip.
 inline constexpr std::chrono::nanoseconds kSpinBudget{20000};
 
-// Spinning pays off only while every busy thread of both sides has a core:
-// one client and one daemon thread per lane.
-bool spin_pays_off(unsigned nlanes) noexcept;
-
 // Upper bound on RPMEM_WORK_QUEUE_SIZE for tcp lanes (two iovecs a flush
 // must fit in one sendmsg, IOV_MAX 1024).
 inline constexpr unsigned kMaxWorkQueue = 256;

@@ -21,12 +21,11 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 TcpInitiatorLane::TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms,
-                                   unsigned work_queue_size, bool spin)
+                                   unsigned work_queue_size)
     : fd_(fd),
       base_(local_base),
       timeout_ms_(timeout_ms),
       wq_(std::clamp(work_queue_size, 2u, kMaxWorkQueue)),
-      spin_(spin),
       hdrs_(new uint8_t[(wq_ + 1) * proto::kDataRequestSize]),
       iov_(new iovec[2 * (wq_ + 1)]) {}
 
@@ -72,7 +71,7 @@ std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req,
 
   uint8_t raw[proto::kDataReplySize];
   // The reply usually comes within one round trip: spin for it first.
-  size_t have = spin_ ? recv_spinning(fd_, raw, sizeof(raw), kSpinBudget) : 0;
+  size_t have = recv_spinning(fd_, raw, sizeof(raw), kSpinBudget);
   if (have < sizeof(raw))
     if (auto ec = recv_all(fd_, raw + have, sizeof(raw) - have, timeout_ms_)) return fail(ec);
   auto decoded = proto::decode_data_reply(raw);
@@ -166,7 +165,6 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
 
   std::vector<std::unique_ptr<InitiatorLane>> lanes;
   lanes.reserve(params.nlanes);
-  const bool spin = spin_pays_off(params.nlanes);
   for (unsigned i = 0; i < params.nlanes; ++i) {
     std::error_code ec;
     int fd = connect_one(io, endpoints, params.timeout, ec);
@@ -180,7 +178,7 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
     }
     set_nodelay(fd);
     auto lane = std::make_unique<TcpInitiatorLane>(fd, params.local_base, timeout_ms,
-                                                   params.work_queue_size, spin);
+                                                   params.work_queue_size);
     if (auto err = set_nonblocking(fd, true))
       return Error{err, "cannot set up lane " + std::to_string(i)};
 

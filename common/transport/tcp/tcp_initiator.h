@@ -22,9 +22,7 @@ class TcpInitiatorLane final : public InitiatorLane {
  public:
   // Takes ownership of fd, a connected socket that passed the lane hello.
   // work_queue_size: flushes posted before one has to be sent (2..256).
-  // spin: poll for replies briefly before sleeping (when cores are spare).
-  TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms, unsigned work_queue_size,
-                   bool spin);
+  TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms, unsigned work_queue_size);
   ~TcpInitiatorLane() override;
   TcpInitiatorLane(const TcpInitiatorLane &) = delete;
   TcpInitiatorLane &operator=(const TcpInitiatorLane &) = delete;
@@ -47,8 +45,7 @@ class TcpInitiatorLane final : public InitiatorLane {
   int fd_;
   const uint8_t *base_;
   int timeout_ms_;
-  unsigned wq_;  // queue bound
-  bool spin_;
+  unsigned wq_;          // queue bound
   unsigned queued_ = 0;  // flushes posted, not yet sent
   int niov_ = 0;
   std::unique_ptr<uint8_t[]> hdrs_;  // wq_ + 1 encoded headers (the last: the request)

@@ -38,13 +38,9 @@ constexpr size_t kMaxPendingFlushes = 64;
 // Buffered receive side of one lane connection (a blocking socket).
 class LaneReader {
  public:
-  // before_sleep, if set, runs whenever the lane is about to wait for input;
-  // spin: poll briefly for the next request before that (spare cores only).
-  LaneReader(int fd, bool spin, std::function<void()> before_sleep)
-      : fd_(fd),
-        buf_(new uint8_t[kLaneBuffer]),
-        before_sleep_(std::move(before_sleep)),
-        spin_(spin) {}
+  // before_sleep, if set, runs whenever the lane is about to wait for input.
+  LaneReader(int fd, std::function<void()> before_sleep)
+      : fd_(fd), buf_(new uint8_t[kLaneBuffer]), before_sleep_(std::move(before_sleep)) {}
 
   std::error_code read_exact(void *out, size_t n) {
     auto *dst = static_cast<uint8_t *>(out);
@@ -111,14 +107,13 @@ class LaneReader {
   // The next request of a busy lane (a flush after a flush, a persist
   // after its reply) comes within microseconds: poll for it before sleeping.
   bool spin_recv(size_t &got) {
-    got = spin_ ? recv_spinning(fd_, buf_.get() + w_, kLaneBuffer - w_, kSpinBudget) : 0;
+    got = recv_spinning(fd_, buf_.get() + w_, kLaneBuffer - w_, kSpinBudget);
     return got > 0;
   }
 
   int fd_;
   std::unique_ptr<uint8_t[]> buf_;
   std::function<void()> before_sleep_;
-  bool spin_;
   size_t r_ = 0, w_ = 0;
 };
 
@@ -393,8 +388,7 @@ void TcpTarget::lane_loop(int fd, unsigned lane) {
   } on_exit{pending, pool_};
   // Flushes are made durable when the lane runs out of requests, so that a
   // burst of them costs one persist per run of adjacent ranges.
-  LaneReader in(fd, spin_pays_off(session_nlanes_.load()),
-                [&] { pending.persist(pool_, flush_error); });
+  LaneReader in(fd, [&] { pending.persist(pool_, flush_error); });
 
   for (;;) {
     uint8_t hdr[proto::kDataRequestSize];
