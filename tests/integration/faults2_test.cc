@@ -79,25 +79,6 @@ namespace {
 constexpr size_t kPool = 4 * kMiB;
 const std::vector<Part> kOnePart{{kPool, "p.part0"}};
 
-// True when process `pid` has exited (a zombie counts: its parent may be
-// gone or may be this process).
-bool exited(pid_t pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  std::string s(stat.begin(), stat.end());
-  auto close = s.rfind(')');
-  return close != std::string::npos && close + 2 < s.size() && s[close + 2] == 'Z';
-}
-
-bool wait_gone(pid_t pid, std::chrono::seconds limit) {
-  auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (exited(pid)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
 pid_t read_pid(const std::string &file) {
   auto b = read_file(file);
   return b.empty() ? 0 : static_cast<pid_t>(std::atoi(std::string(b.begin(), b.end()).c_str()));
@@ -271,11 +252,14 @@ TEST_F(FullFs, CreateFailsClearlyAndLeavesNoHalfMadePool) {
   };
   std::vector<Case> cases{
       {"one part larger than the fs", {{4 * kMiB, "small/a.part0"}}, "OPTION NOHDRS\n", false},
-      {"second part does not fit", {{2 * kMiB, "small/b.part0"}, {2 * kMiB, "small/b.part1"}},
-       "", true},
-      {"single header, third part", {{2 * kMiB, "small/c.part0"}, {2 * kMiB, "small/c.part1"},
-                                     {2 * kMiB, "small/c.part2"}},
-       "OPTION SINGLEHDR\n", true},
+      {"second part does not fit",
+       {{2 * kMiB, "small/b.part0"}, {2 * kMiB, "small/b.part1"}},
+       "",
+       true},
+      {"single header, third part",
+       {{2 * kMiB, "small/c.part0"}, {2 * kMiB, "small/c.part1"}, {2 * kMiB, "small/c.part2"}},
+       "OPTION SINGLEHDR\n",
+       true},
   };
   int tried = 0;
   for (auto &c : cases) {
@@ -287,8 +271,8 @@ TEST_F(FullFs, CreateFailsClearlyAndLeavesNoHalfMadePool) {
     rpmem_pool_attr attr = sample_attr(1);
     if (std::string(c.options) == "OPTION SINGLEHDR\n") attr.incompat_features = 1;
     auto start = Clock::now();
-    RPMEMpool *rpp = rpmem_create("127.0.0.1", "full.set", local.data(), size, &nl,
-                                  c.attr ? &attr : nullptr);
+    RPMEMpool *rpp =
+        rpmem_create("127.0.0.1", "full.set", local.data(), size, &nl, c.attr ? &attr : nullptr);
     EXPECT_EQ(rpp, nullptr);
     if (rpp) rpmem_close(rpp);
     EXPECT_EQ(errno, EREMOTEIO) << rpmem_errormsg();
@@ -308,8 +292,8 @@ TEST_F(FullFs, CreateFailsClearlyAndLeavesNoHalfMadePool) {
   ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << target_.log_text();
   ASSERT_EQ(rpmem_persist(rpp, 0, 2 * kMiB, 0, 0), 0);
   EXPECT_EQ(rpmem_close(rpp), 0);
-  EXPECT_TRUE(same_bytes(read_file(target_.part_path("small/f.part0")).data(), local.data(), 0,
-                         2 * kMiB));
+  EXPECT_TRUE(
+      same_bytes(read_file(target_.part_path("small/f.part0")).data(), local.data(), 0, 2 * kMiB));
 }
 
 // ---------------------------------------------------------------------------

@@ -24,26 +24,6 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kPool = 4 * kMiB;
 const std::vector<Part> kOnePart{{kPool, "p.part0"}};
 
-// True when process `pid` has exited (it may still wait to be reaped by
-// its parent, which is this process when ssh is the local stand-in).
-bool exited(pid_t pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-  std::string s(stat.begin(), stat.end());
-  auto close = s.rfind(')');
-  return close != std::string::npos && close + 2 < s.size() && s[close + 2] == 'Z';
-}
-
-// Waits (bounded) until process `pid` is gone.
-bool wait_gone(pid_t pid, std::chrono::seconds limit) {
-  auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (exited(pid)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
 class Faults : public ::testing::Test {
  protected:
   Target target_;

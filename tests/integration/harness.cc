@@ -7,8 +7,9 @@
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 namespace rpmem_test {
 
@@ -171,6 +173,23 @@ bool can_connect(int port) {
   bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0;
   ::close(fd);
   return ok;
+}
+
+bool exited(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  std::string s(stat.begin(), stat.end());
+  auto close = s.rfind(')');
+  return close != std::string::npos && close + 2 < s.size() && s[close + 2] == 'Z';
+}
+
+bool wait_gone(pid_t pid, std::chrono::seconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    if (exited(pid)) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 int zombie_children() {

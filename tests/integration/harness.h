@@ -9,6 +9,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -92,6 +93,12 @@ rpmem_pool_attr sample_attr(uint8_t seed);
 // takes it next), and whether something accepts connections there.
 int free_port();
 bool can_connect(int port);
+
+// True when process `pid` has exited (a zombie counts: its parent may be
+// gone, or be this process when ssh is the local stand-in).
+bool exited(pid_t pid);
+// Waits, at most `limit`, until process `pid` has exited.
+bool wait_gone(pid_t pid, std::chrono::seconds limit);
 
 // Number of child processes of this process that are zombies.
 int zombie_children();
