@@ -43,7 +43,14 @@ int main(int argc, char *argv[]) {
 	memset(&attr, 0, sizeof(attr));
 	memcpy(attr.signature, "RPMEMDEM", 8);
 	attr.major = 1;
-	for (int i = 0; i < 16; i++) attr.uuid[i] = (unsigned char)(0xa0 + i);
+	/* Every field set: the target fills zero UUIDs and flags in itself. */
+	for (int i = 0; i < 16; i++) {
+		attr.poolset_uuid[i] = (unsigned char)(0x90 + i);
+		attr.uuid[i] = (unsigned char)(0xa0 + i);
+		attr.next_uuid[i] = (unsigned char)(0xb0 + i);
+		attr.prev_uuid[i] = (unsigned char)(0xc0 + i);
+		attr.user_flags[i] = (unsigned char)(0xd0 + i);
+	}
 
 	unsigned nlanes = 4;
 	double t0 = now_us();
