@@ -97,14 +97,23 @@ std::error_code check_memlock(size_t bytes, const char *what, std::string &why) 
   return errc(ENOMEM);
 }
 
+namespace {
+
+// Creating `what` (which takes a descriptor) failed in `call`: the error,
+// with a hint when the descriptor limit is the cause.
+Error channel_error(int err, const char *call, const char *what) {
+  std::string msg = std::string("cannot create ") + what + ": " + strerror(err);
+  if (err == EMFILE || err == ENFILE) msg += " (RLIMIT_NOFILE too low for the lanes)";
+  return Error{logged(err, call, ""), msg};
+}
+
+}  // namespace
+
 Result<EventChannelPtr> create_event_channel() {
   EventChannelPtr ch(rdma_create_event_channel());
-  if (!ch) {
-    const int err = errno ? errno : ENODEV;
-    std::string msg = std::string("cannot create an rdma_cm event channel: ") + strerror(err);
-    if (err == EMFILE || err == ENFILE) msg += " (RLIMIT_NOFILE too low for the lanes)";
-    return Error{logged(err, "rdma_create_event_channel", ""), msg};
-  }
+  if (!ch)
+    return channel_error(errno ? errno : ENODEV, "rdma_create_event_channel",
+                         "an rdma_cm event channel");
   if (auto ec = set_nonblocking(ch->fd)) return Error{ec, "cannot set up an rdma_cm channel"};
   return ch;
 }
@@ -119,8 +128,9 @@ Result<CmIdPtr> create_id(rdma_event_channel *channel) {
 
 Result<PdPtr> alloc_pd(ibv_context *ctx) {
   PdPtr pd(ibv_alloc_pd(ctx));
-  if (!pd) return Error{logged(errno ? errno : ENOMEM, "ibv_alloc_pd", ctx->device->name),
-                        "cannot allocate a protection domain"};
+  if (!pd)
+    return Error{logged(errno ? errno : ENOMEM, "ibv_alloc_pd", ctx->device->name),
+                 "cannot allocate a protection domain"};
   return pd;
 }
 
@@ -146,20 +156,17 @@ Result<MrPtr> register_memory(ibv_pd *pd, const void *addr, size_t length, int a
 
 Result<CompChannelPtr> create_comp_channel(ibv_context *ctx) {
   CompChannelPtr ch(ibv_create_comp_channel(ctx));
-  if (!ch) {
-    const int err = errno ? errno : ENOMEM;
-    std::string msg = std::string("cannot create a completion channel: ") + strerror(err);
-    if (err == EMFILE || err == ENFILE) msg += " (RLIMIT_NOFILE too low for the lanes)";
-    return Error{logged(err, "ibv_create_comp_channel", ""), msg};
-  }
+  if (!ch)
+    return channel_error(errno ? errno : ENOMEM, "ibv_create_comp_channel", "a completion channel");
   if (auto ec = set_nonblocking(ch->fd)) return Error{ec, "cannot set up a completion channel"};
   return ch;
 }
 
 Result<CqPtr> create_cq(ibv_context *ctx, int entries, ibv_comp_channel *channel) {
   CqPtr cq(ibv_create_cq(ctx, entries, nullptr, channel, 0));
-  if (!cq) return Error{logged(errno ? errno : ENOMEM, "ibv_create_cq", std::to_string(entries)),
-                        "cannot create a completion queue"};
+  if (!cq)
+    return Error{logged(errno ? errno : ENOMEM, "ibv_create_cq", std::to_string(entries)),
+                 "cannot create a completion queue"};
   return cq;
 }
 
@@ -215,8 +222,7 @@ std::error_code expect_event(rdma_event_channel *channel, rdma_cm_event_type exp
                              int timeout_ms, const char *step) {
   CmEvent ev;
   if (auto ec = next_event(channel, timeout_ms, ev)) {
-    RPMEM_LOG_ERR("%s: no rdma_cm event within %d ms (%s)", step, timeout_ms,
-                  ec.message().c_str());
+    RPMEM_LOG_ERR("%s: no rdma_cm event within %d ms (%s)", step, timeout_ms, ec.message().c_str());
     return ec.value() == ETIMEDOUT ? errc(ETIMEDOUT) : errc(ECONNRESET);
   }
   if (ev.type == expected && ev.status == 0) return {};
