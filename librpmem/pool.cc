@@ -32,6 +32,20 @@ int oob_failure(std::error_code ec, ControlChannel &ch) {
   return fail(err, msg);
 }
 
+// Sends `request` and receives its status reply (`reply_type`). A failed
+// exchange is EPROTO (malformed reply) or ECONNRESET (anything else).
+std::error_code status_exchange(ControlChannel &ch, const proto::Bytes &request, MsgType reply_type,
+                                std::chrono::milliseconds timeout, proto::Status &status) {
+  proto::Bytes payload;
+  std::error_code ec = ch.send(request, timeout);
+  if (!ec) ec = ch.recv(reply_type, payload, timeout);
+  if (ec) return errc(ec.value() == EPROTO ? EPROTO : ECONNRESET);
+  auto resp = proto::decode_status_response(payload);
+  if (!resp) return errc(EPROTO);
+  status = resp->status;
+  return {};
+}
+
 // rpmem_remove on an rpmems:// target: a REMOVE request over TLS.
 int remove_from_service(const TargetAddress &target, const Settings &settings,
                         const std::string &pool_set, int flags) {
@@ -48,18 +62,17 @@ int remove_from_service(const TargetAddress &target, const Settings &settings,
                 std::string("remote command failed: ") + strerror(static_cast<int>(hello->status)));
   if (pool_set.size() > proto::kMaxPoolSetName || pool_set.empty())
     return fail(EINVAL, proto::status_message(proto::Status::kBadName));
+  proto::Status status = proto::Status::kSuccess;
   if (!ec)
-    ec = ch.send(proto::encode(proto::RemoveRequest{static_cast<uint32_t>(flags), pool_set}),
-                 timeout);
-  if (!ec) ec = ch.recv(MsgType::kRemoveResp, payload, timeout);
-  std::optional<proto::StatusResponse> resp;
-  if (!ec && !(resp = proto::decode_status_response(payload))) ec = errc(EPROTO);
+    ec = status_exchange(
+        ch, proto::encode(proto::RemoveRequest{static_cast<uint32_t>(flags), pool_set}),
+        MsgType::kRemoveResp, timeout, status);
   ch.close(timeout);
   if (ec)
     return fail(ec.value() == EPROTO ? EPROTO : ECONNRESET, "waiting for remote command failed");
-  if (resp->status != proto::Status::kSuccess)
-    return fail(proto::status_to_errno(resp->status),
-                std::string("remote command failed: ") + proto::status_message(resp->status));
+  if (status != proto::Status::kSuccess)
+    return fail(proto::status_to_errno(status),
+                std::string("remote command failed: ") + proto::status_message(status));
   return 0;
 }
 
@@ -269,20 +282,15 @@ int Pool::set_attr(const PoolAttr *attr) noexcept try {
   std::lock_guard lock(control_mu_);
   proto::SetAttrRequest req;
   if (attr) req.attr = *attr;
-  const auto timeout = settings_.control_timeout();
-  proto::Bytes payload;
-  std::error_code ec = channel_->send(proto::encode(req), timeout);
-  if (!ec) ec = channel_->recv(MsgType::kSetAttrResp, payload, timeout);
-  std::optional<proto::StatusResponse> resp;
-  if (!ec && !(resp = proto::decode_status_response(payload))) ec = errc(EPROTO);
-  if (ec) {
-    int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
-    set_errormsg("set attributes failed: %s", strerror(err));
-    return err;
+  proto::Status status = proto::Status::kSuccess;
+  if (auto ec = status_exchange(*channel_, proto::encode(req), MsgType::kSetAttrResp,
+                                settings_.control_timeout(), status)) {
+    set_errormsg("set attributes failed: %s", strerror(ec.value()));
+    return ec.value();
   }
-  if (resp->status != proto::Status::kSuccess) {
-    set_errormsg("set attributes failed: %s", proto::status_message(resp->status));
-    return proto::status_to_errno(resp->status);
+  if (status != proto::Status::kSuccess) {
+    set_errormsg("set attributes failed: %s", proto::status_message(status));
+    return proto::status_to_errno(status);
   }
   return 0;
 } catch (...) {
@@ -294,20 +302,17 @@ int Pool::close() noexcept try {
   std::lock_guard lock(control_mu_);
   lanes_.clear();  // closes every data connection
   const auto timeout = settings_.control_timeout();
-  proto::Bytes payload;
-  std::error_code ec = channel_->send(proto::encode(proto::CloseRequest{0}), timeout);
-  if (!ec) ec = channel_->recv(MsgType::kCloseResp, payload, timeout);
-  std::optional<proto::StatusResponse> resp;
-  if (!ec && !(resp = proto::decode_status_response(payload))) ec = errc(EPROTO);
+  proto::Status status = proto::Status::kSuccess;
+  std::error_code ec = status_exchange(*channel_, proto::encode(proto::CloseRequest{0}),
+                                       MsgType::kCloseResp, timeout, status);
   channel_->close(timeout);
   if (ec) {
-    int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
-    set_errormsg("close failed: %s", strerror(err));
-    return err;
+    set_errormsg("close failed: %s", strerror(ec.value()));
+    return ec.value();
   }
-  if (resp->status != proto::Status::kSuccess) {
-    set_errormsg("close failed: %s", proto::status_message(resp->status));
-    return proto::status_to_errno(resp->status);
+  if (status != proto::Status::kSuccess) {
+    set_errormsg("close failed: %s", proto::status_message(status));
+    return proto::status_to_errno(status);
   }
   return 0;
 } catch (...) {
