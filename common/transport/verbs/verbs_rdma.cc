@@ -290,15 +290,20 @@ void disconnect(rdma_cm_id *id) noexcept { rdma_disconnect(id); }
 
 uint16_t local_port(rdma_cm_id *id) noexcept { return ntohs(rdma_get_src_port(id)); }
 
-std::error_code post_write(ibv_qp *qp, uint64_t wr_id, const void *local, uint32_t length,
-                           uint32_t lkey, uint64_t raddr, uint32_t rkey, bool signaled) noexcept {
+namespace {
+
+// One work request on the send queue; the three posts below differ only in
+// the opcode, the completion flag and the remote address.
+std::error_code post_one(ibv_qp *qp, uint64_t wr_id, const void *local, uint32_t length,
+                         uint32_t lkey, ibv_wr_opcode opcode, bool signaled, uint64_t raddr = 0,
+                         uint32_t rkey = 0) noexcept {
   ibv_sge sge{reinterpret_cast<uintptr_t>(local), length, lkey};
   ibv_send_wr wr{};
   ibv_send_wr *bad = nullptr;
   wr.wr_id = wr_id;
   wr.sg_list = &sge;
   wr.num_sge = length ? 1 : 0;
-  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.opcode = opcode;
   wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
@@ -306,34 +311,21 @@ std::error_code post_write(ibv_qp *qp, uint64_t wr_id, const void *local, uint32
   return {};
 }
 
+}  // namespace
+
+std::error_code post_write(ibv_qp *qp, uint64_t wr_id, const void *local, uint32_t length,
+                           uint32_t lkey, uint64_t raddr, uint32_t rkey, bool signaled) noexcept {
+  return post_one(qp, wr_id, local, length, lkey, IBV_WR_RDMA_WRITE, signaled, raddr, rkey);
+}
+
 std::error_code post_read(ibv_qp *qp, uint64_t wr_id, void *local, uint32_t length, uint32_t lkey,
                           uint64_t raddr, uint32_t rkey) noexcept {
-  ibv_sge sge{reinterpret_cast<uintptr_t>(local), length, lkey};
-  ibv_send_wr wr{};
-  ibv_send_wr *bad = nullptr;
-  wr.wr_id = wr_id;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_RDMA_READ;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = raddr;
-  wr.wr.rdma.rkey = rkey;
-  if (int rc = ibv_post_send(qp, &wr, &bad)) return errc(rc);
-  return {};
+  return post_one(qp, wr_id, local, length, lkey, IBV_WR_RDMA_READ, true, raddr, rkey);
 }
 
 std::error_code post_send(ibv_qp *qp, uint64_t wr_id, const void *local, uint32_t length,
                           uint32_t lkey) noexcept {
-  ibv_sge sge{reinterpret_cast<uintptr_t>(local), length, lkey};
-  ibv_send_wr wr{};
-  ibv_send_wr *bad = nullptr;
-  wr.wr_id = wr_id;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  if (int rc = ibv_post_send(qp, &wr, &bad)) return errc(rc);
-  return {};
+  return post_one(qp, wr_id, local, length, lkey, IBV_WR_SEND, true);
 }
 
 std::error_code post_recv(ibv_qp *qp, uint64_t wr_id, void *local, uint32_t length,
