@@ -38,8 +38,7 @@ std::error_code ControlIo::read_exact(uint8_t *buf, size_t n, int &woken) {
   return {};
 }
 
-std::error_code ControlIo::read_frame(proto::FrameHeader &hdr, proto::Bytes &payload,
-                                      int &woken) {
+std::error_code ControlIo::read_frame(proto::FrameHeader &hdr, proto::Bytes &payload, int &woken) {
   return read_frame_with([&](uint8_t *buf, size_t n) { return read_exact(buf, n, woken); }, hdr,
                          payload);
 }

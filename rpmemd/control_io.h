@@ -34,8 +34,7 @@ class ControlIo final : public ControlStream {
   ControlIo(int in_fd, int out_fd) : in_(in_fd), out_(out_fd) {}
 
   void add_wake_fd(int fd) override { wake_.push_back(fd); }
-  std::error_code read_frame(proto::FrameHeader &hdr, proto::Bytes &payload,
-                             int &woken) override;
+  std::error_code read_frame(proto::FrameHeader &hdr, proto::Bytes &payload, int &woken) override;
   std::error_code write_all(const proto::Bytes &bytes) override;
 
  private:
