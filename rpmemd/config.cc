@@ -345,7 +345,7 @@ std::string usage_text(const char *argv0) {
       "  -r, --remove <poolset>        remove pool described by given poolset file\n"
       "  -f, --force                   ignore errors when removing a pool\n"
       "  -s, --pool-set                with --remove, remove the poolset file too\n"
-      "  -t, --nthreads <num>          number of processing threads\n"
+      "  -t, --nthreads <num>          threads serving lanes (0: one per lane, up to #CPUs)\n"
       "  -h, --help                    display help message and exit\n"
       "  -V, --version                 display target daemon version and exit\n"
       "      --log-file <path>         log file location\n"

@@ -23,7 +23,7 @@ struct Config {
   bool persist_general = true;
   bool use_syslog = true;
   rpmem::log::Level log_level = rpmem::log::Level::kErr;
-  unsigned nthreads = 0;  // 0: one per lane
+  unsigned nthreads = 0;  // threads serving tcp lanes; 0: one per lane, at most one per CPU
 
   // Service mode: a long-running daemon on a TCP port, mutual TLS on the
   // control channel; a client certificate's common name CN may use the pool

@@ -84,6 +84,7 @@ int Daemon::run() {
   params.listen_address = listen_address_from_ssh(ssh_conn);
   params.transports = rpmem::transport::available_transports();
   params.persist_apm = config_.persist_apm;
+  params.nthreads = config_.nthreads;
   if (params.listen_address.empty())
     RPMEM_LOG_WARN("SSH_CONNECTION not set: lanes are accepted on every address");
   else

@@ -293,6 +293,7 @@ void Service::serve(ssl::context &ctx, int fd, unsigned id, const std::string &p
   params.listen_address = numeric_address(local, llen);
   params.transports = hello.transports;
   params.persist_apm = config_.persist_apm;
+  params.nthreads = config_.nthreads;
   Session session(store, control, params, -1);
   session.run();
   stream.shutdown(ec);

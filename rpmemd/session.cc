@@ -148,6 +148,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   tp.listen_address = params_.listen_address;
   tp.secret = resp.secret;
   tp.max_lanes = nlanes;
+  tp.nthreads = params_.nthreads;
   const int fatal_fd = fatal_fd_;
   tp.on_fatal = [fatal_fd](const std::string &) {
     uint64_t one = 1;

@@ -29,6 +29,7 @@ struct SessionParams {
   std::string listen_address;  // where lanes connect; empty = any
   uint32_t transports = 0;     // what this daemon offers
   bool persist_apm = false;
+  unsigned nthreads = 0;  // threads serving tcp lanes; 0: one per lane, at most one per CPU
 };
 
 class Session {

@@ -75,6 +75,8 @@ struct TargetParams {
   proto::Secret secret{};
   unsigned max_lanes = 0;  // granted to the client
   std::chrono::milliseconds hello_timeout{5000};
+  // Threads serving the lanes (tcp); 0: one per lane, at most one per CPU.
+  unsigned nthreads = 0;
   // kApm only when the daemon runs with --persist-apm and the pool is pmem;
   // transports without one-sided reads (tcp) ignore it.
   proto::PersistMethod persist_method = proto::PersistMethod::kGpspm;

@@ -40,6 +40,8 @@ class Replication : public ::testing::Test {
   std::vector<uint8_t> remote(const std::vector<Part> &parts, bool each_hdr = true) {
     return target_.remote_pool(parts, each_hdr);
   }
+  void use_lanes_through(const std::string &rpmemd_cmd, unsigned nlanes,
+                         const std::string &log_line);
 };
 
 const std::vector<Part> kOnePart{{kPool, "p.part0"}};
@@ -261,6 +263,70 @@ TEST_F(Replication, SeveralThreadsEachOnItsOwnLane) {
   auto r = remote(kOnePart);
   EXPECT_TRUE(same_bytes(r.data(), local_.data(), 0, kPool));
   EXPECT_EQ(rpmem_close(rpp), 0);
+}
+
+// Lanes beyond the daemon's worker threads share them: every lane is still
+// served, each request whole, whatever the others do at the same moment.
+// Returns how many bytes from offset 0 it wrote.
+size_t use_every_lane_at_once(RPMEMpool *rpp, unsigned nlanes, LocalPool &local) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  const size_t slice = kPool / nlanes / 8192 * 8192;
+  for (unsigned lane = 0; lane < nlanes; ++lane) {
+    threads.emplace_back([&, lane] {
+      std::vector<uint8_t> back(8192);
+      for (size_t off = lane * slice; off + 8192 <= (lane + 1) * slice; off += 8192) {
+        local.fill(off, 8192, static_cast<uint8_t>(lane + off / 8192));
+        int rc = (off / 8192) % 3 == 0   ? rpmem_persist(rpp, off, 8192, lane, 0)
+                 : (off / 8192) % 3 == 1 ? rpmem_flush(rpp, off, 8192, lane, 0)
+                                         : rpmem_deep_persist(rpp, off, 8192, lane);
+        if (rc) ++failures;
+        if ((off / 8192) % 7 == 0) {  // a read between writes, on the same lane
+          if (rpmem_drain(rpp, lane, 0) || rpmem_read(rpp, back.data(), off, 8192, lane) ||
+              std::memcmp(back.data(), local.data() + off, 8192) != 0)
+            ++failures;
+        }
+      }
+      if (rpmem_drain(rpp, lane, 0)) ++failures;
+    });
+  }
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  return nlanes * slice;
+}
+
+// Creates a pool with `nlanes` lanes through `rpmemd_cmd`, writes it from
+// every lane at once, checks the bytes and that rpmemd logged `log_line`
+// (over tcp; verbs lanes need no thread of the daemon).
+void Replication::use_lanes_through(const std::string &rpmemd_cmd, unsigned nlanes,
+                                    const std::string &log_line) {
+  set_env("RPMEM_CMD", rpmemd_cmd);
+  target_.write_poolset("p.set", kOnePart, "OPTION NOHDRS\n");
+  nlanes_ = nlanes;
+  RPMEMpool *rpp = create("p.set", nullptr);
+  ASSERT_NE(rpp, nullptr);
+  ASSERT_EQ(nlanes_, nlanes);
+  const size_t written = use_every_lane_at_once(rpp, nlanes_, local_);
+  EXPECT_EQ(rpmem_close(rpp), 0);
+  auto r = remote(kOnePart);
+  EXPECT_TRUE(same_bytes(r.data(), local_.data(), 0, written));
+  if (!verbs_only()) {
+    auto log = target_.log_text();
+    EXPECT_NE(log.find(log_line), std::string::npos) << log;
+  }
+}
+
+TEST_F(Replication, OneWorkerThreadServesEveryLane) {
+  use_lanes_through(target_.rpmemd_cmd("--nthreads 1"), 6, "6 lanes served by 1 worker thread\n");
+}
+
+TEST_F(Replication, WorkerThreadsAreCappedByTheDaemonsCpus) {
+  use_lanes_through("taskset -c 0 sh -c '" + target_.rpmemd_cmd() + "'", 3,
+                    "3 lanes served by 1 worker thread\n");
+}
+
+TEST_F(Replication, MoreWorkerThreadsThanLanesAreNotStarted) {
+  use_lanes_through(target_.rpmemd_cmd("--nthreads 64"), 2, "2 lanes served by 2 worker threads\n");
 }
 
 TEST_F(Replication, NlanesIsCappedByRpmemMaxNlanes) {

@@ -112,6 +112,18 @@ std::error_code recv_all(int fd, void *buf, size_t len, int timeout_ms) noexcept
   return {};
 }
 
+std::error_code recv_nowait(int fd, void *buf, size_t len, size_t &got) noexcept {
+  got = 0;
+  ssize_t r = ::recv(fd, buf, len, MSG_DONTWAIT);
+  if (r > 0) {
+    got = static_cast<size_t>(r);
+    return {};
+  }
+  if (r == 0) return errc(ECONNRESET);
+  if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return {};
+  return map_io_error(errno);
+}
+
 size_t recv_spinning(int fd, void *buf, size_t len, std::chrono::nanoseconds budget) noexcept {
   const auto until = Clock::now() + budget;
   do {

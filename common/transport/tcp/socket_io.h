@@ -28,6 +28,9 @@ std::error_code recv_all(int fd, void *buf, size_t len, int timeout_ms) noexcept
 // Receives between 1 and len bytes into buf; `got` tells how many.
 std::error_code recv_some(int fd, void *buf, size_t len, size_t &got, int timeout_ms) noexcept;
 
+// Receives what is there without waiting: `got` is 0 when nothing is.
+std::error_code recv_nowait(int fd, void *buf, size_t len, size_t &got) noexcept;
+
 // Polls fd with non-blocking receives, yielding the CPU in between, for at
 // most `budget`: a reply or request that comes within it is taken without
 // the thread going to sleep and being woken (which costs both sides several

@@ -11,6 +11,7 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -34,6 +35,8 @@ namespace {
 constexpr size_t kLaneBuffer = 256 * 1024;
 constexpr unsigned kMaxPendingHellos = 64;
 constexpr size_t kMaxPendingFlushes = 64;
+// Requests a worker serves on one lane before it looks at its other lanes.
+constexpr unsigned kBurst = 64;
 
 // Buffered receive side of one lane connection (a blocking socket).
 class LaneReader {
@@ -54,6 +57,21 @@ class LaneReader {
       n -= take;
     }
     return {};
+  }
+
+  size_t buffered() const { return w_ - r_; }
+
+  // Takes what has arrived without waiting; `got` tells whether a request
+  // (or part of one) is buffered. An error is kept: the lane is over.
+  std::error_code try_fill(bool &got) {
+    got = r_ < w_;
+    if (got || error_) return error_;
+    r_ = w_ = 0;
+    size_t n = 0;
+    error_ = recv_nowait(fd_, buf_.get(), kLaneBuffer, n);
+    w_ = n;
+    got = n > 0;
+    return error_;
   }
 
   // Payload straight into the pool: what is buffered first, then recv.
@@ -115,6 +133,7 @@ class LaneReader {
   std::unique_ptr<uint8_t[]> buf_;
   std::function<void()> before_sleep_;
   size_t r_ = 0, w_ = 0;
+  std::error_code error_;  // of try_fill
 };
 
 // Flushed ranges not yet made durable, adjacent ones merged. The lane makes
@@ -170,6 +189,15 @@ std::string peer_name(int fd) {
   return std::string(host) + ":" + serv;
 }
 
+// CPUs this process may run on (its affinity mask, which cpusets and
+// taskset narrow), at least 1.
+unsigned usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
 }  // namespace
 
 namespace {
@@ -216,6 +244,49 @@ void copy_words(uint8_t *dst, const uint8_t *src, size_t n) noexcept {
   for (; n >= 8; dst += 8, src += 8, n -= 8) store_word(dst, src);
   while (n-- > 0) *dst++ = *src++;
 }
+
+// One lane, owned by one worker: its connection, its receive buffer and the
+// flushes it has not made durable yet.
+struct TcpTarget::Lane {
+  Lane(int fd_, unsigned number_, TargetPool &pool_)
+      : fd(fd_), number(number_), pool(pool_), in(fd_, [this] { flush_pending(); }) {}
+  ~Lane() {  // what was flushed is made durable however the lane ends
+    std::error_code ignored;
+    pending.persist(pool, ignored);
+  }
+  Lane(const Lane &) = delete;
+  Lane &operator=(const Lane &) = delete;
+
+  // Flushes are made durable when the lane runs out of requests, so that a
+  // burst of them costs one persist per run of adjacent ranges.
+  void flush_pending() { pending.persist(pool, flush_error); }
+
+  const int fd;
+  const unsigned number;
+  TargetPool &pool;
+  std::error_code flush_error;  // reported by the next drain
+  PendingFlushes pending;
+  LaneReader in;
+};
+
+// A thread and the lanes it serves. New lanes come through the inbox.
+struct TcpTarget::Worker {
+  Worker() : wake_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~Worker() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+  Worker(const Worker &) = delete;
+  Worker &operator=(const Worker &) = delete;
+  void wake() {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wake_fd, &one, sizeof(one));
+  }
+
+  const int wake_fd;
+  std::atomic<bool> has_new{false};
+  std::vector<std::pair<int, unsigned>> inbox;  // fd, lane; guarded by mu_
+  std::thread thread;
+};
 
 TcpTarget::TcpTarget(TargetPool &pool, TargetParams params)
     : pool_(pool), params_(std::move(params)) {
@@ -272,8 +343,12 @@ void TcpTarget::stop() noexcept {
     std::lock_guard lock(mu_);
     for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
     threads.swap(threads_);
+    for (auto &w : workers_)
+      if (w) w->wake();
   }
-  for (auto &t : threads) t.join();
+  for (auto &t : threads) t.join();  // after this, no worker is created
+  for (auto &w : workers_)
+    if (w) w->thread.join();
 }
 
 bool TcpTarget::track(int fd) {
@@ -368,83 +443,181 @@ void TcpTarget::serve_connection(int fd) {
   }
   set_nodelay(fd);
   RPMEM_LOG_INFO("lane %u of %u connected from %s", hello->lane, hello->nlanes, peer.c_str());
-  lane_loop(fd, hello->lane);
-  untrack(fd);
+  hand_over(fd, hello->lane);
 }
 
-void TcpTarget::lane_loop(int fd, unsigned lane) {
+void TcpTarget::hand_over(int fd, unsigned lane) {
+  std::lock_guard lock(mu_);
+  if (stopping_.load()) {
+    std::erase(fds_, fd);
+    ::close(fd);
+    return;
+  }
+  if (nworkers_ == 0) {
+    const unsigned nlanes = session_nlanes_.load();
+    const unsigned cap = params_.nthreads ? params_.nthreads : usable_cpus();
+    nworkers_ = std::clamp(std::min(nlanes, cap), 1u, params_.max_lanes);
+    workers_.resize(nworkers_);
+    RPMEM_LOG_INFO("%u lanes served by %u worker thread%s", nlanes, nworkers_,
+                   nworkers_ == 1 ? "" : "s");
+  }
+  auto &worker = workers_[lane % nworkers_];
+  if (!worker) {
+    worker = std::make_unique<Worker>();
+    if (worker->wake_fd < 0) {
+      worker.reset();
+      std::erase(fds_, fd);
+      ::close(fd);
+      return fatal(std::string("lane worker: eventfd failed: ") + strerror(errno));
+    }
+    worker->thread = std::thread([this, w = worker.get()] { worker_loop(*w); });
+  }
+  worker->inbox.emplace_back(fd, lane);
+  worker->has_new.store(true, std::memory_order_release);
+  worker->wake();
+}
+
+void TcpTarget::worker_loop(Worker &worker) {
+  std::vector<std::unique_ptr<Lane>> lanes;
+  std::vector<pollfd> pfds;
+  auto take_inbox = [&] {
+    if (!worker.has_new.exchange(false, std::memory_order_acquire)) return;
+    uint64_t count;
+    [[maybe_unused]] auto n = ::read(worker.wake_fd, &count, sizeof(count));
+    std::lock_guard lock(mu_);
+    for (auto [fd, lane] : worker.inbox) lanes.push_back(std::make_unique<Lane>(fd, lane, pool_));
+    worker.inbox.clear();
+  };
+  auto drop = [&](size_t i) {
+    const int fd = lanes[i]->fd;
+    lanes.erase(lanes.begin() + static_cast<ptrdiff_t>(i));  // persists its flushes first
+    untrack(fd);
+  };
+  // Whether any lane has input (or an error to report) now.
+  auto input_now = [&] {
+    for (auto &lane : lanes) {
+      bool got = false;
+      if (lane->in.try_fill(got) || got) return true;
+    }
+    return false;
+  };
+
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    take_inbox();
+    bool served = false;
+    for (size_t i = 0; i < lanes.size();) {
+      Lane &lane = *lanes[i];
+      bool got = false;
+      if (auto ec = lane.in.try_fill(got)) {
+        end_lane(lane, ec);
+        drop(i);
+        continue;
+      }
+      bool alive = true;
+      for (unsigned n = 0; alive && got && n<kBurst; ++n, got = lane.in.buffered()> 0) {
+        alive = serve_request(lane);
+        served = true;
+      }
+      if (!alive) {
+        drop(i);
+        continue;
+      }
+      ++i;
+    }
+    if (served) continue;
+
+    // Nothing came: the next request of a busy lane comes within
+    // microseconds, so poll for it before sleeping.
+    bool ready = false;
+    const auto until = std::chrono::steady_clock::now() + kSpinBudget;
+    while (!ready && std::chrono::steady_clock::now() < until) {
+      ::sched_yield();  // a peer thread on this CPU gets to answer
+      ready = input_now();
+    }
+    if (ready) continue;
+
+    for (auto &lane : lanes) lane->flush_pending();
+    pfds.clear();
+    for (auto &lane : lanes) pfds.push_back({lane->fd, POLLIN, 0});
+    pfds.push_back({worker.wake_fd, POLLIN, 0});
+    if (::poll(pfds.data(), pfds.size(), -1) < 0 && errno != EINTR) {
+      fatal(std::string("lane worker: poll failed: ") + strerror(errno));
+      break;
+    }
+  }
+  while (!lanes.empty()) drop(lanes.size() - 1);
+}
+
+void TcpTarget::end_lane(const Lane &lane, std::error_code ec) {
+  if (stopping_.load()) return;
+  if (ec == std::errc::connection_reset)
+    RPMEM_LOG_INFO("lane %u closed by the client", lane.number);
+  else
+    RPMEM_LOG_WARN("lane %u closed: %s", lane.number, ec.message().c_str());
+}
+
+bool TcpTarget::serve_request(Lane &lane) {
   uint8_t *const base = pool_.base();
   const size_t size = pool_.size();
   const size_t writable_from = pool_.writable_from();
-  std::error_code flush_error;  // reported by the next drain
-  PendingFlushes pending;
-  struct PersistOnExit {  // what was flushed is made durable however the lane ends
-    PendingFlushes &p;
-    TargetPool &pool;
-    ~PersistOnExit() {
-      std::error_code ignored;
-      p.persist(pool, ignored);
-    }
-  } on_exit{pending, pool_};
-  // Flushes are made durable when the lane runs out of requests, so that a
-  // burst of them costs one persist per run of adjacent ranges.
-  LaneReader in(fd, [&] { pending.persist(pool_, flush_error); });
+  const unsigned number = lane.number;
 
-  for (;;) {
-    uint8_t hdr[proto::kDataRequestSize];
-    if (auto ec = in.read_exact(hdr, sizeof(hdr))) {
-      if (stopping_.load()) return;
-      if (ec == std::errc::connection_reset)
-        RPMEM_LOG_INFO("lane %u closed by the client", lane);
-      else
-        RPMEM_LOG_WARN("lane %u closed: %s", lane, ec.message().c_str());
-      return;
-    }
-    auto req = proto::decode_data_request(hdr);
-    if (!req) return fatal("lane " + std::to_string(lane) + ": malformed data request");
-    const bool writes = proto::carries_payload(req->op);
-    if ((writes || req->op == DataOp::kRead) &&
-        (req->length > size || req->offset > size - req->length))
-      return fatal("lane " + std::to_string(lane) + ": range outside the pool");
-    if (writes && req->length > 0 && req->offset < writable_from)
-      return fatal("lane " + std::to_string(lane) + ": write into the pool header");
-
-    proto::DataReply reply{0, req->op, 0};
-    std::error_code ec;
-    if (writes) {
-      uint8_t *dst = base + req->offset;
-      const bool atomic = !(req->flags & proto::kDataRelaxed);
-      ec = atomic ? in.read_atomic(dst, req->length) : in.read_direct(dst, req->length);
-      if (ec) {
-        if (!stopping_.load())
-          RPMEM_LOG_ERR("lane %u: payload lost: %s", lane, ec.message().c_str());
-        return;
-      }
-      if (req->op == DataOp::kFlush) {
-        if (req->length == 0) continue;
-        if (pending.full()) pending.persist(pool_, flush_error);
-        pending.add(req->offset, req->length);
-        continue;
-      }
-      std::error_code perr =
-          pool_.persist(req->offset, req->length, req->op == DataOp::kDeepPersist);
-      reply.status = static_cast<uint32_t>(perr.value());
-    } else if (req->op == DataOp::kDrain) {
-      pending.persist(pool_, flush_error);
-      reply.status = static_cast<uint32_t>(flush_error.value());
-      flush_error.clear();
-    } else {  // kRead
-      reply.length = req->length;
-    }
-    uint8_t out[proto::kDataReplySize];
-    proto::encode(reply, out);
-    iovec iov[2] = {{out, sizeof(out)}, {base + req->offset, reply.length}};
-    if (auto serr = send_all(fd, iov, reply.length ? 2 : 1, kWaitForever)) {
-      if (!stopping_.load())
-        RPMEM_LOG_INFO("lane %u: reply lost: %s", lane, serr.message().c_str());
-      return;
-    }
+  uint8_t hdr[proto::kDataRequestSize];
+  if (auto ec = lane.in.read_exact(hdr, sizeof(hdr))) {
+    end_lane(lane, ec);
+    return false;
   }
+  auto req = proto::decode_data_request(hdr);
+  if (!req) {
+    fatal("lane " + std::to_string(number) + ": malformed data request");
+    return false;
+  }
+  const bool writes = proto::carries_payload(req->op);
+  if ((writes || req->op == DataOp::kRead) &&
+      (req->length > size || req->offset > size - req->length)) {
+    fatal("lane " + std::to_string(number) + ": range outside the pool");
+    return false;
+  }
+  if (writes && req->length > 0 && req->offset < writable_from) {
+    fatal("lane " + std::to_string(number) + ": write into the pool header");
+    return false;
+  }
+
+  proto::DataReply reply{0, req->op, 0};
+  if (writes) {
+    uint8_t *dst = base + req->offset;
+    const bool atomic = !(req->flags & proto::kDataRelaxed);
+    auto ec =
+        atomic ? lane.in.read_atomic(dst, req->length) : lane.in.read_direct(dst, req->length);
+    if (ec) {
+      if (!stopping_.load())
+        RPMEM_LOG_ERR("lane %u: payload lost: %s", number, ec.message().c_str());
+      return false;
+    }
+    if (req->op == DataOp::kFlush) {
+      if (req->length == 0) return true;
+      if (lane.pending.full()) lane.flush_pending();
+      lane.pending.add(req->offset, req->length);
+      return true;
+    }
+    std::error_code perr = pool_.persist(req->offset, req->length, req->op == DataOp::kDeepPersist);
+    reply.status = static_cast<uint32_t>(perr.value());
+  } else if (req->op == DataOp::kDrain) {
+    lane.flush_pending();
+    reply.status = static_cast<uint32_t>(lane.flush_error.value());
+    lane.flush_error.clear();
+  } else {  // kRead
+    reply.length = req->length;
+  }
+  uint8_t out[proto::kDataReplySize];
+  proto::encode(reply, out);
+  iovec iov[2] = {{out, sizeof(out)}, {base + req->offset, reply.length}};
+  if (auto serr = send_all(lane.fd, iov, reply.length ? 2 : 1, kWaitForever)) {
+    if (!stopping_.load())
+      RPMEM_LOG_INFO("lane %u: reply lost: %s", number, serr.message().c_str());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace rpmem::transport::tcp

@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // TCP provider, target side: a listener that admits only connections
-// proving the session secret, and one thread per lane that receives writes
+// proving the session secret, and worker threads that receive writes
 // straight into the pool (or, for atomic persists, through a lane buffer
-// copied with aligned 8-byte stores), makes them durable and answers.
+// copied with aligned 8-byte stores), make them durable and answer.
+//
+// Each lane belongs to one worker for its whole life (lane i to worker
+// i mod n), so lanes share no lock. By default there is one worker per
+// lane, but no more than the CPUs this process may run on: more threads
+// than CPUs would only take turns, and each turn costs a context switch
+// (TargetParams::nthreads overrides that).
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 
@@ -32,9 +38,15 @@ class TcpTarget final : public Target {
   void stop() noexcept override;
 
  private:
+  struct Lane;
+  struct Worker;
+
   void accept_loop();
-  void serve_connection(int fd);  // the lane hello, then the lane loop
-  void lane_loop(int fd, unsigned lane);
+  void serve_connection(int fd);  // the lane hello, then the hand-over
+  void hand_over(int fd, unsigned lane);
+  void worker_loop(Worker &worker);
+  bool serve_request(Lane &lane);  // false when the lane ends
+  void end_lane(const Lane &lane, std::error_code ec);
   void fatal(const std::string &why);
   bool track(int fd);  // false when stopping
   void untrack(int fd);
@@ -51,9 +63,13 @@ class TcpTarget final : public Target {
   std::unique_ptr<std::atomic<bool>[]> lane_taken_;
   std::atomic<unsigned> pending_{0};  // connections not yet through the hello
 
-  std::mutex mu_;  // guards threads_ and fds_ (never touched on the data path)
-  std::vector<std::thread> threads_;
+  // Guards threads_, fds_, workers_, nworkers_ and the workers' inboxes;
+  // never taken on the data path.
+  std::mutex mu_;
+  std::vector<std::thread> threads_;  // connections in their hello
   std::vector<int> fds_;
+  std::vector<std::unique_ptr<Worker>> workers_;  // created as lanes come
+  unsigned nworkers_ = 0;                         // fixed with the lane count
   std::thread acceptor_;
 };
 
