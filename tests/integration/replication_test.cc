@@ -321,11 +321,13 @@ TEST_F(Replication, OneWorkerThreadServesEveryLane) {
 }
 
 TEST_F(Replication, WorkerThreadsAreCappedByTheDaemonsCpus) {
+  if (verbs_only()) GTEST_SKIP() << "worker threads serve tcp lanes";
   use_lanes_through("taskset -c 0 sh -c '" + target_.rpmemd_cmd() + "'", 3,
                     "3 lanes served by 1 worker thread\n");
 }
 
 TEST_F(Replication, MoreWorkerThreadsThanLanesAreNotStarted) {
+  if (verbs_only()) GTEST_SKIP() << "worker threads serve tcp lanes";
   use_lanes_through(target_.rpmemd_cmd("--nthreads 64"), 2, "2 lanes served by 2 worker threads\n");
 }
 
