@@ -46,6 +46,19 @@ Clock::time_point deadline_of(int timeout_ms) {
   return Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
 }
 
+// Moves iov/n past `sent` bytes.
+void advance(iovec *&iov, int &n, size_t sent) {
+  while (n > 0 && sent >= iov->iov_len) {
+    sent -= iov->iov_len;
+    ++iov;
+    --n;
+  }
+  if (n > 0) {
+    iov->iov_base = static_cast<char *>(iov->iov_base) + sent;
+    iov->iov_len -= sent;
+  }
+}
+
 }  // namespace
 
 std::error_code send_all(int fd, iovec *iov, int n, int timeout_ms) noexcept {
@@ -63,17 +76,24 @@ std::error_code send_all(int fd, iovec *iov, int n, int timeout_ms) noexcept {
       }
       return map_io_error(errno);
     }
-    auto left = static_cast<size_t>(sent);
-    while (n > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --n;
-    }
-    if (n > 0) {
-      iov->iov_base = static_cast<char *>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
+    advance(iov, n, static_cast<size_t>(sent));
     deadline = deadline_of(timeout_ms);  // progress restarts the clock
+  }
+  return {};
+}
+
+std::error_code send_nowait(int fd, iovec *&iov, int &n) noexcept {
+  while (n > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(n);
+    ssize_t sent = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (sent < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
+      return map_io_error(errno);
+    }
+    advance(iov, n, static_cast<size_t>(sent));
   }
   return {};
 }

@@ -22,6 +22,10 @@ inline constexpr int kWaitForever = -1;
 std::error_code send_all(int fd, iovec *iov, int n, int timeout_ms) noexcept;
 std::error_code send_all(int fd, const void *buf, size_t len, int timeout_ms) noexcept;
 
+// Sends what the socket takes now from iov[0..n), without waiting; iov and
+// n are advanced past what was sent (n == 0: all of it).
+std::error_code send_nowait(int fd, iovec *&iov, int &n) noexcept;
+
 // Receives exactly len bytes.
 std::error_code recv_all(int fd, void *buf, size_t len, int timeout_ms) noexcept;
 

@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <functional>
 
 namespace rpmem::transport::tcp {
 
@@ -38,72 +37,20 @@ constexpr size_t kMaxPendingFlushes = 64;
 // Requests a worker serves on one lane before it looks at its other lanes.
 constexpr unsigned kBurst = 64;
 
-// Buffered receive side of one lane connection (a blocking socket).
+// Buffered receive side of one lane connection. It never waits: each call
+// takes what has arrived, and an error (EOF included) is kept.
 class LaneReader {
  public:
-  // before_sleep, if set, runs whenever the lane is about to wait for input.
-  LaneReader(int fd, std::function<void()> before_sleep)
-      : fd_(fd), buf_(new uint8_t[kLaneBuffer]), before_sleep_(std::move(before_sleep)) {}
-
-  std::error_code read_exact(void *out, size_t n) {
-    auto *dst = static_cast<uint8_t *>(out);
-    while (n > 0) {
-      if (r_ == w_)
-        if (auto ec = fill()) return ec;
-      size_t take = std::min(n, w_ - r_);
-      std::memcpy(dst, buf_.get() + r_, take);
-      r_ += take;
-      dst += take;
-      n -= take;
-    }
-    return {};
-  }
+  explicit LaneReader(int fd) : fd_(fd), buf_(new uint8_t[kLaneBuffer]) {}
 
   size_t buffered() const { return w_ - r_; }
+  const uint8_t *data() const { return buf_.get() + r_; }
+  void consume(size_t n) { r_ += n; }
 
-  // Takes what has arrived without waiting; `got` tells whether a request
-  // (or part of one) is buffered. An error is kept: the lane is over.
-  std::error_code try_fill(bool &got) {
-    got = r_ < w_;
-    if (got || error_) return error_;
-    r_ = w_ = 0;
-    size_t n = 0;
-    error_ = recv_nowait(fd_, buf_.get(), kLaneBuffer, n);
-    w_ = n;
-    got = n > 0;
-    return error_;
-  }
-
-  // Payload straight into the pool: what is buffered first, then recv.
-  std::error_code read_direct(uint8_t *dst, size_t n) {
-    size_t take = std::min(n, w_ - r_);
-    std::memcpy(dst, buf_.get() + r_, take);
-    r_ += take;
-    if (n == take) return {};
-    return recv_all(fd_, dst + take, n - take, kWaitForever);
-  }
-
-  // Payload through the buffer, copied with whole-word stores. A chunk that
-  // is not the last one ends on a word boundary of the destination, so no
-  // word is ever written in two parts.
-  std::error_code read_atomic(uint8_t *dst, size_t n) {
-    while (n > 0) {
-      size_t take = std::min(n, w_ - r_);
-      if (take < n) take -= reinterpret_cast<uintptr_t>(dst + take) % 8;
-      if (take > 0 && take <= w_ - r_) {
-        copy_words(dst, buf_.get() + r_, take);
-        r_ += take;
-        dst += take;
-        n -= take;
-        continue;
-      }
-      if (auto ec = fill()) return ec;
-    }
-    return {};
-  }
-
- private:
-  std::error_code fill() {
+  // Appends what has arrived to what is buffered; `got`: bytes added.
+  std::error_code fill(size_t &got) {
+    got = 0;
+    if (error_) return error_;
     if (r_ == w_) {
       r_ = w_ = 0;
     } else if (r_ > 0) {
@@ -111,29 +58,53 @@ class LaneReader {
       w_ -= r_;
       r_ = 0;
     }
-    size_t got = 0;
-    if (spin_recv(got)) {
-      w_ += got;
-      return {};
-    }
-    if (before_sleep_) before_sleep_();
-    if (auto ec = recv_some(fd_, buf_.get() + w_, kLaneBuffer - w_, got, kWaitForever)) return ec;
+    error_ = recv_nowait(fd_, buf_.get() + w_, kLaneBuffer - w_, got);
     w_ += got;
-    return {};
+    return error_;
   }
 
-  // The next request of a busy lane (a flush after a flush, a persist
-  // after its reply) comes within microseconds: poll for it before sleeping.
-  bool spin_recv(size_t &got) {
-    got = recv_spinning(fd_, buf_.get() + w_, kLaneBuffer - w_, kSpinBudget);
-    return got > 0;
+  // Payload straight into the pool: what is buffered, then what has
+  // arrived. `done`: bytes of dst written.
+  std::error_code take_direct(uint8_t *dst, size_t n, size_t &done) {
+    done = std::min(n, buffered());
+    std::memcpy(dst, data(), done);
+    consume(done);
+    if (done == n || error_) return error_;
+    size_t got = 0;
+    error_ = recv_nowait(fd_, dst + done, n - done, got);
+    done += got;
+    return error_;
   }
 
+  // Payload through the buffer, copied with whole-word stores. Until the
+  // last byte has come, it stops at a word boundary of the destination and
+  // keeps the bytes of a partly received word: no word is ever written in
+  // two parts. `done`: bytes of dst written.
+  std::error_code take_atomic(uint8_t *dst, size_t n, size_t &done) {
+    done = 0;
+    for (;;) {
+      size_t take = std::min(n - done, buffered());
+      if (take < n - done) {
+        const size_t cut = reinterpret_cast<uintptr_t>(dst + done + take) % 8;
+        take = take >= cut ? take - cut : 0;
+      }
+      if (take > 0) {
+        copy_words(dst + done, data(), take);
+        consume(take);
+        done += take;
+      }
+      if (done == n) return {};
+      size_t got = 0;
+      if (auto ec = fill(got)) return ec;
+      if (got == 0) return {};
+    }
+  }
+
+ private:
   int fd_;
   std::unique_ptr<uint8_t[]> buf_;
-  std::function<void()> before_sleep_;
   size_t r_ = 0, w_ = 0;
-  std::error_code error_;  // of try_fill
+  std::error_code error_;
 };
 
 // Flushed ranges not yet made durable, adjacent ones merged. The lane makes
@@ -245,11 +216,12 @@ void copy_words(uint8_t *dst, const uint8_t *src, size_t n) noexcept {
   while (n-- > 0) *dst++ = *src++;
 }
 
-// One lane, owned by one worker: its connection, its receive buffer and the
-// flushes it has not made durable yet.
+// One lane, owned by one worker: its connection, its receive buffer, the
+// request and the reply in progress, and the flushes it has not made
+// durable yet.
 struct TcpTarget::Lane {
   Lane(int fd_, unsigned number_, TargetPool &pool_)
-      : fd(fd_), number(number_), pool(pool_), in(fd_, [this] { flush_pending(); }) {}
+      : fd(fd_), number(number_), pool(pool_), in(fd_) {}
   ~Lane() {  // what was flushed is made durable however the lane ends
     std::error_code ignored;
     pending.persist(pool, ignored);
@@ -264,9 +236,19 @@ struct TcpTarget::Lane {
   const int fd;
   const unsigned number;
   TargetPool &pool;
+  LaneReader in;
   std::error_code flush_error;  // reported by the next drain
   PendingFlushes pending;
-  LaneReader in;
+
+  bool in_request = false;  // req's header has been taken
+  proto::DataRequest req{};
+  uint8_t *dst = nullptr;  // where the rest of the payload goes
+  size_t left = 0;         // payload bytes still to come
+
+  uint8_t reply[proto::kDataReplySize] = {};
+  iovec iov[2] = {};
+  iovec *unsent = iov;  // the reply still to send: unsent[0..nunsent)
+  int nunsent = 0;
 };
 
 // A thread and the lanes it serves. New lanes come through the inbox.
@@ -488,136 +470,155 @@ void TcpTarget::worker_loop(Worker &worker) {
     for (auto [fd, lane] : worker.inbox) lanes.push_back(std::make_unique<Lane>(fd, lane, pool_));
     worker.inbox.clear();
   };
-  auto drop = [&](size_t i) {
-    const int fd = lanes[i]->fd;
-    lanes.erase(lanes.begin() + static_cast<ptrdiff_t>(i));  // persists its flushes first
-    untrack(fd);
-  };
-  // Whether any lane has input (or an error to report) now.
-  auto input_now = [&] {
-    for (auto &lane : lanes) {
-      bool got = false;
-      if (lane->in.try_fill(got) || got) return true;
+  // One step of every lane; true when any of them got anywhere.
+  auto step_all = [&] {
+    bool progress = false;
+    for (size_t i = 0; i < lanes.size();) {
+      const Step s = step(*lanes[i]);
+      if (s == Step::kEnded) {
+        const int fd = lanes[i]->fd;
+        lanes.erase(lanes.begin() + static_cast<ptrdiff_t>(i));  // persists its flushes first
+        untrack(fd);
+        continue;
+      }
+      progress |= s == Step::kProgress;
+      ++i;
     }
-    return false;
+    return progress;
   };
 
   while (!stopping_.load(std::memory_order_relaxed)) {
     take_inbox();
-    bool served = false;
-    for (size_t i = 0; i < lanes.size();) {
-      Lane &lane = *lanes[i];
-      bool got = false;
-      if (auto ec = lane.in.try_fill(got)) {
-        end_lane(lane, ec);
-        drop(i);
-        continue;
-      }
-      bool alive = true;
-      for (unsigned n = 0; alive && got && n<kBurst; ++n, got = lane.in.buffered()> 0) {
-        alive = serve_request(lane);
-        served = true;
-      }
-      if (!alive) {
-        drop(i);
-        continue;
-      }
-      ++i;
-    }
-    if (served) continue;
+    if (step_all()) continue;
 
-    // Nothing came: the next request of a busy lane comes within
-    // microseconds, so poll for it before sleeping.
-    bool ready = false;
+    // Nothing moved: the next request of a busy lane, or room for a reply,
+    // comes within microseconds, so poll for it before sleeping.
+    bool progress = false;
     const auto until = std::chrono::steady_clock::now() + kSpinBudget;
-    while (!ready && std::chrono::steady_clock::now() < until) {
+    while (!progress && std::chrono::steady_clock::now() < until) {
       ::sched_yield();  // a peer thread on this CPU gets to answer
-      ready = input_now();
+      progress = step_all();
     }
-    if (ready) continue;
+    if (progress) continue;
 
     for (auto &lane : lanes) lane->flush_pending();
     pfds.clear();
-    for (auto &lane : lanes) pfds.push_back({lane->fd, POLLIN, 0});
+    for (auto &lane : lanes)
+      pfds.push_back({lane->fd, static_cast<short>(lane->nunsent ? POLLOUT : POLLIN), 0});
     pfds.push_back({worker.wake_fd, POLLIN, 0});
     if (::poll(pfds.data(), pfds.size(), -1) < 0 && errno != EINTR) {
       fatal(std::string("lane worker: poll failed: ") + strerror(errno));
       break;
     }
   }
-  while (!lanes.empty()) drop(lanes.size() - 1);
+  for (auto &lane : lanes) {
+    const int fd = lane->fd;
+    lane.reset();
+    untrack(fd);
+  }
 }
 
-void TcpTarget::end_lane(const Lane &lane, std::error_code ec) {
-  if (stopping_.load()) return;
-  if (ec == std::errc::connection_reset)
-    RPMEM_LOG_INFO("lane %u closed by the client", lane.number);
-  else
-    RPMEM_LOG_WARN("lane %u closed: %s", lane.number, ec.message().c_str());
-}
+TcpTarget::Step TcpTarget::step(Lane &lane) {
+  bool progress = false;
+  auto idle = [&] { return progress ? Step::kProgress : Step::kIdle; };
+  auto ended = [&](const char *what, std::error_code ec) {
+    if (stopping_.load()) return Step::kEnded;
+    if (what)
+      RPMEM_LOG_ERR("lane %u: %s: %s", lane.number, what, ec.message().c_str());
+    else if (ec == std::errc::connection_reset)
+      RPMEM_LOG_INFO("lane %u closed by the client", lane.number);
+    else
+      RPMEM_LOG_WARN("lane %u closed: %s", lane.number, ec.message().c_str());
+    return Step::kEnded;
+  };
 
-bool TcpTarget::serve_request(Lane &lane) {
-  uint8_t *const base = pool_.base();
-  const size_t size = pool_.size();
-  const size_t writable_from = pool_.writable_from();
-  const unsigned number = lane.number;
-
-  uint8_t hdr[proto::kDataRequestSize];
-  if (auto ec = lane.in.read_exact(hdr, sizeof(hdr))) {
-    end_lane(lane, ec);
-    return false;
-  }
-  auto req = proto::decode_data_request(hdr);
-  if (!req) {
-    fatal("lane " + std::to_string(number) + ": malformed data request");
-    return false;
-  }
-  const bool writes = proto::carries_payload(req->op);
-  if ((writes || req->op == DataOp::kRead) &&
-      (req->length > size || req->offset > size - req->length)) {
-    fatal("lane " + std::to_string(number) + ": range outside the pool");
-    return false;
-  }
-  if (writes && req->length > 0 && req->offset < writable_from) {
-    fatal("lane " + std::to_string(number) + ": write into the pool header");
-    return false;
-  }
-
-  proto::DataReply reply{0, req->op, 0};
-  if (writes) {
-    uint8_t *dst = base + req->offset;
-    const bool atomic = !(req->flags & proto::kDataRelaxed);
-    auto ec =
-        atomic ? lane.in.read_atomic(dst, req->length) : lane.in.read_direct(dst, req->length);
-    if (ec) {
-      if (!stopping_.load())
-        RPMEM_LOG_ERR("lane %u: payload lost: %s", number, ec.message().c_str());
-      return false;
+  for (unsigned served = 0; served < kBurst;) {
+    if (lane.nunsent > 0) {  // the last reply first
+      const int before = lane.nunsent;
+      const size_t first = lane.unsent->iov_len;
+      if (auto ec = send_nowait(lane.fd, lane.unsent, lane.nunsent)) {
+        if (!stopping_.load())
+          RPMEM_LOG_INFO("lane %u: reply lost: %s", lane.number, ec.message().c_str());
+        return Step::kEnded;
+      }
+      progress |= lane.nunsent != before || (lane.nunsent > 0 && lane.unsent->iov_len != first);
+      if (lane.nunsent > 0) return idle();  // the socket is full
     }
-    if (req->op == DataOp::kFlush) {
-      if (req->length == 0) return true;
+
+    if (!lane.in_request) {
+      if (lane.in.buffered() < proto::kDataRequestSize) {
+        size_t got = 0;
+        auto ec = lane.in.fill(got);
+        progress |= got > 0;
+        if (lane.in.buffered() < proto::kDataRequestSize) return ec ? ended(nullptr, ec) : idle();
+      }
+      auto req = proto::decode_data_request({lane.in.data(), proto::kDataRequestSize});
+      lane.in.consume(proto::kDataRequestSize);
+      progress = true;
+      const std::string where = "lane " + std::to_string(lane.number);
+      if (!req) {
+        fatal(where + ": malformed data request");
+        return Step::kEnded;
+      }
+      const bool writes = proto::carries_payload(req->op);
+      const size_t size = pool_.size();
+      if ((writes || req->op == DataOp::kRead) &&
+          (req->length > size || req->offset > size - req->length)) {
+        fatal(where + ": range outside the pool");
+        return Step::kEnded;
+      }
+      if (writes && req->length > 0 && req->offset < pool_.writable_from()) {
+        fatal(where + ": write into the pool header");
+        return Step::kEnded;
+      }
+      lane.req = *req;
+      lane.in_request = true;
+      lane.dst = pool_.base() + req->offset;
+      lane.left = writes ? req->length : 0;
+    }
+
+    if (lane.left > 0) {
+      size_t done = 0;
+      auto ec = (lane.req.flags & proto::kDataRelaxed)
+                    ? lane.in.take_direct(lane.dst, lane.left, done)
+                    : lane.in.take_atomic(lane.dst, lane.left, done);
+      lane.dst += done;
+      lane.left -= done;
+      progress |= done > 0;
+      if (lane.left > 0) return ec ? ended("payload lost", ec) : idle();
+    }
+
+    lane.in_request = false;  // the request is whole: answer it
+    ++served;
+    complete(lane);
+  }
+  return Step::kProgress;
+}
+
+void TcpTarget::complete(Lane &lane) {
+  const proto::DataRequest &req = lane.req;
+  proto::DataReply reply{0, req.op, 0};
+  if (proto::carries_payload(req.op)) {
+    if (req.op == DataOp::kFlush) {  // no reply: made durable later
+      if (req.length == 0) return;
       if (lane.pending.full()) lane.flush_pending();
-      lane.pending.add(req->offset, req->length);
-      return true;
+      lane.pending.add(req.offset, req.length);
+      return;
     }
-    std::error_code perr = pool_.persist(req->offset, req->length, req->op == DataOp::kDeepPersist);
+    std::error_code perr = pool_.persist(req.offset, req.length, req.op == DataOp::kDeepPersist);
     reply.status = static_cast<uint32_t>(perr.value());
-  } else if (req->op == DataOp::kDrain) {
+  } else if (req.op == DataOp::kDrain) {
     lane.flush_pending();
     reply.status = static_cast<uint32_t>(lane.flush_error.value());
     lane.flush_error.clear();
-  } else {  // kRead
-    reply.length = req->length;
+  } else {  // kRead: the reply carries the bytes
+    reply.length = req.length;
   }
-  uint8_t out[proto::kDataReplySize];
-  proto::encode(reply, out);
-  iovec iov[2] = {{out, sizeof(out)}, {base + req->offset, reply.length}};
-  if (auto serr = send_all(lane.fd, iov, reply.length ? 2 : 1, kWaitForever)) {
-    if (!stopping_.load())
-      RPMEM_LOG_INFO("lane %u: reply lost: %s", number, serr.message().c_str());
-    return false;
-  }
-  return true;
+  proto::encode(reply, lane.reply);
+  lane.iov[0] = {lane.reply, sizeof(lane.reply)};
+  lane.iov[1] = {pool_.base() + req.offset, reply.length};
+  lane.unsent = lane.iov;
+  lane.nunsent = reply.length ? 2 : 1;
 }
 
 }  // namespace rpmem::transport::tcp

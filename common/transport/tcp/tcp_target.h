@@ -45,8 +45,13 @@ class TcpTarget final : public Target {
   void serve_connection(int fd);  // the lane hello, then the hand-over
   void hand_over(int fd, unsigned lane);
   void worker_loop(Worker &worker);
-  bool serve_request(Lane &lane);  // false when the lane ends
-  void end_lane(const Lane &lane, std::error_code ec);
+  enum class Step { kIdle, kProgress, kEnded };
+  // Moves the lane on as far as it can without waiting: sends what is left
+  // of the last reply, takes requests and their payloads, answers them.
+  Step step(Lane &lane);
+  // The request in lane.req is whole: flush, persist, drain or read, and
+  // the reply to send.
+  void complete(Lane &lane);
   void fatal(const std::string &why);
   bool track(int fd);  // false when stopping
   void untrack(int fd);

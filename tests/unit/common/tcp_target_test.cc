@@ -130,13 +130,14 @@ class TcpTargetTest : public ::testing::Test {
   }
 
   void start(size_t writable_from = 4096, unsigned max_lanes = 4,
-             std::chrono::milliseconds hello_timeout = 3s) {
+             std::chrono::milliseconds hello_timeout = 3s, unsigned nthreads = 0) {
     pool_ = std::make_unique<MemPool>(writable_from);
     TargetParams p;
     p.listen_address = "127.0.0.1";
     p.secret = secret_;
     p.max_lanes = max_lanes;
     p.hello_timeout = hello_timeout;
+    p.nthreads = nthreads;
     p.on_fatal = [this](const std::string &why) {
       std::lock_guard lock(fatal_mu_);
       fatal_.push_back(why);
@@ -503,6 +504,75 @@ TEST_F(TcpTargetTest, StopIsIdempotent) {
   connect_ok(1);
   target_->stop();
   target_->stop();
+}
+
+// --- lanes sharing one worker thread ---------------------------------------------------------
+
+// Two lanes on one worker: lane 0 stalls in the middle of a payload, then
+// leaves a large read unread; lane 1 is answered all the same, each time.
+TEST_F(TcpTargetTest, LanesSharingAWorkerDoNotWaitForEachOther) {
+  start(4096, 2, 3s, 1);
+  int slow = raw_connect();
+  int quick = raw_connect();
+  ASSERT_TRUE(raw_hello(slow, 0, 2, secret_));
+  ASSERT_TRUE(raw_hello(quick, 1, 2, secret_));
+  std::vector<uint8_t> payload(4096);
+  fill_pattern(payload.data(), payload.size(), 21);
+  auto quick_persist = [&](uint64_t offset, uint8_t seed) {
+    std::vector<uint8_t> bytes(64, seed);
+    ASSERT_FALSE(raw_request(quick, {DataOp::kPersist, 0, offset, bytes.size()}));
+    ASSERT_FALSE(tcp::send_all(quick, bytes.data(), bytes.size(), kIoMs));
+    auto reply = raw_reply(quick);
+    ASSERT_TRUE(reply) << "lane 1 waited for lane 0";
+    EXPECT_EQ(reply->status, 0u);
+    EXPECT_EQ(0, std::memcmp(pool_->base() + offset, bytes.data(), bytes.size()));
+  };
+
+  ASSERT_FALSE(raw_request(slow, {DataOp::kPersist, 0, 8192, payload.size()}));
+  ASSERT_FALSE(tcp::send_all(slow, payload.data(), 100, kIoMs));
+  quick_persist(65536, 0x11);
+  ASSERT_FALSE(tcp::send_all(slow, payload.data() + 100, payload.size() - 100, kIoMs));
+  auto reply = raw_reply(slow);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->status, 0u);
+  EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, payload.data(), payload.size()));
+
+  // A read of the whole pool that nobody reads: the worker cannot send it
+  // all, and must not wait for it.
+  ASSERT_FALSE(raw_request(slow, {DataOp::kRead, 0, 0, kPoolSize}));
+  quick_persist(65536 + 64, 0x22);
+  std::vector<uint8_t> got(kPoolSize);
+  reply = raw_reply(slow);
+  ASSERT_TRUE(reply);
+  EXPECT_EQ(reply->length, kPoolSize);
+  ASSERT_FALSE(tcp::recv_all(slow, got.data(), got.size(), kIoMs));
+  // The 64 bytes lane 1 wrote meanwhile may be old or new in the read.
+  EXPECT_EQ(0, std::memcmp(got.data(), pool_->base(), 65536 + 64));
+  EXPECT_EQ(0, std::memcmp(got.data() + 65536 + 128, pool_->base() + 65536 + 128,
+                           kPoolSize - 65536 - 128));
+  EXPECT_EQ(fatal_count(), 0u);
+}
+
+TEST_F(TcpTargetTest, OneWorkerServesManyLanesInParallelThreads) {
+  start(4096, 8, 3s, 1);
+  connect_ok(8);
+  fill_pattern(local_.data(), kPoolSize, 22);
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  const size_t slice = (kPoolSize - 4096) / 8;
+  for (unsigned lane = 0; lane < 8; ++lane) {
+    threads.emplace_back([&, lane] {
+      const size_t base = 4096 + lane * slice;
+      for (size_t off = 0; off + 512 <= slice; off += 512) {
+        const auto op = off % 1024 ? DataOp::kFlush : DataOp::kPersist;
+        if (lanes_[lane]->write(op, base + off, 512, lane % 2 == 1)) ++failures;
+      }
+      if (lanes_[lane]->drain()) ++failures;
+    });
+  }
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(0, std::memcmp(pool_->base() + 4096, local_.data() + 4096, 8 * slice));
 }
 
 // --- raw sockets: protocol violations -------------------------------------------------------
