@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <system_error>
 
 namespace rpmem::transport::tcp {
 
@@ -378,7 +379,14 @@ void TcpTarget::accept_loop() {
     }
     ++pending_;
     std::lock_guard lock(mu_);
-    threads_.emplace_back([this, fd] { serve_connection(fd); });
+    try {
+      threads_.emplace_back([this, fd] { serve_connection(fd); });
+    } catch (const std::system_error &e) {
+      RPMEM_LOG_WARN("data connection dropped: cannot start a thread: %s", e.what());
+      --pending_;
+      std::erase(fds_, fd);
+      ::close(fd);
+    }
   }
 }
 
@@ -445,14 +453,23 @@ void TcpTarget::hand_over(int fd, unsigned lane) {
   }
   auto &worker = workers_[lane % nworkers_];
   if (!worker) {
+    std::string failure;
     worker = std::make_unique<Worker>();
     if (worker->wake_fd < 0) {
+      failure = std::string("eventfd failed: ") + strerror(errno);
+    } else {
+      try {
+        worker->thread = std::thread([this, w = worker.get()] { worker_loop(*w); });
+      } catch (const std::system_error &e) {
+        failure = std::string("cannot start a thread: ") + e.what();
+      }
+    }
+    if (!failure.empty()) {
       worker.reset();
       std::erase(fds_, fd);
       ::close(fd);
-      return fatal(std::string("lane worker: eventfd failed: ") + strerror(errno));
+      return fatal("lane worker: " + failure);
     }
-    worker->thread = std::thread([this, w = worker.get()] { worker_loop(*w); });
   }
   worker->inbox.emplace_back(fd, lane);
   worker->has_new.store(true, std::memory_order_release);
