@@ -343,6 +343,10 @@ bool TcpTarget::track(int fd) {
 
 void TcpTarget::untrack(int fd) {
   std::lock_guard lock(mu_);
+  untrack_locked(fd);
+}
+
+void TcpTarget::untrack_locked(int fd) {
   std::erase(fds_, fd);
   ::close(fd);
 }
@@ -384,8 +388,7 @@ void TcpTarget::accept_loop() {
     } catch (const std::system_error &e) {
       RPMEM_LOG_WARN("data connection dropped: cannot start a thread: %s", e.what());
       --pending_;
-      std::erase(fds_, fd);
-      ::close(fd);
+      untrack_locked(fd);
     }
   }
 }
@@ -438,11 +441,7 @@ void TcpTarget::serve_connection(int fd) {
 
 void TcpTarget::hand_over(int fd, unsigned lane) {
   std::lock_guard lock(mu_);
-  if (stopping_.load()) {
-    std::erase(fds_, fd);
-    ::close(fd);
-    return;
-  }
+  if (stopping_.load()) return untrack_locked(fd);
   if (nworkers_ == 0) {
     const unsigned nlanes = session_nlanes_.load();
     const unsigned cap = params_.nthreads ? params_.nthreads : usable_cpus();
@@ -466,8 +465,7 @@ void TcpTarget::hand_over(int fd, unsigned lane) {
     }
     if (!failure.empty()) {
       worker.reset();
-      std::erase(fds_, fd);
-      ::close(fd);
+      untrack_locked(fd);
       return fatal("lane worker: " + failure);
     }
   }
@@ -487,15 +485,18 @@ void TcpTarget::worker_loop(Worker &worker) {
     for (auto [fd, lane] : worker.inbox) lanes.push_back(std::make_unique<Lane>(fd, lane, pool_));
     worker.inbox.clear();
   };
+  auto drop = [&](size_t i) {
+    const int fd = lanes[i]->fd;
+    lanes.erase(lanes.begin() + static_cast<ptrdiff_t>(i));  // persists its flushes first
+    untrack(fd);
+  };
   // One step of every lane; true when any of them got anywhere.
   auto step_all = [&] {
     bool progress = false;
     for (size_t i = 0; i < lanes.size();) {
       const Step s = step(*lanes[i]);
       if (s == Step::kEnded) {
-        const int fd = lanes[i]->fd;
-        lanes.erase(lanes.begin() + static_cast<ptrdiff_t>(i));  // persists its flushes first
-        untrack(fd);
+        drop(i);
         continue;
       }
       progress |= s == Step::kProgress;
@@ -528,11 +529,7 @@ void TcpTarget::worker_loop(Worker &worker) {
       break;
     }
   }
-  for (auto &lane : lanes) {
-    const int fd = lane->fd;
-    lane.reset();
-    untrack(fd);
-  }
+  while (!lanes.empty()) drop(lanes.size() - 1);
 }
 
 TcpTarget::Step TcpTarget::step(Lane &lane) {
@@ -551,15 +548,13 @@ TcpTarget::Step TcpTarget::step(Lane &lane) {
 
   for (unsigned served = 0; served < kBurst;) {
     if (lane.nunsent > 0) {  // the last reply first
-      const int before = lane.nunsent;
-      const size_t first = lane.unsent->iov_len;
       if (auto ec = send_nowait(lane.fd, lane.unsent, lane.nunsent)) {
         if (!stopping_.load())
           RPMEM_LOG_INFO("lane %u: reply lost: %s", lane.number, ec.message().c_str());
         return Step::kEnded;
       }
-      progress |= lane.nunsent != before || (lane.nunsent > 0 && lane.unsent->iov_len != first);
-      if (lane.nunsent > 0) return idle();  // the socket is full
+      // The socket is full: nothing more until it drains (POLLOUT).
+      if (lane.nunsent > 0) return idle();
     }
 
     if (!lane.in_request) {
@@ -572,22 +567,18 @@ TcpTarget::Step TcpTarget::step(Lane &lane) {
       auto req = proto::decode_data_request({lane.in.data(), proto::kDataRequestSize});
       lane.in.consume(proto::kDataRequestSize);
       progress = true;
-      const std::string where = "lane " + std::to_string(lane.number);
-      if (!req) {
-        fatal(where + ": malformed data request");
+      auto refuse = [&](const char *why) {
+        fatal("lane " + std::to_string(lane.number) + ": " + why);
         return Step::kEnded;
-      }
+      };
+      if (!req) return refuse("malformed data request");
       const bool writes = proto::carries_payload(req->op);
       const size_t size = pool_.size();
       if ((writes || req->op == DataOp::kRead) &&
-          (req->length > size || req->offset > size - req->length)) {
-        fatal(where + ": range outside the pool");
-        return Step::kEnded;
-      }
-      if (writes && req->length > 0 && req->offset < pool_.writable_from()) {
-        fatal(where + ": write into the pool header");
-        return Step::kEnded;
-      }
+          (req->length > size || req->offset > size - req->length))
+        return refuse("range outside the pool");
+      if (writes && req->length > 0 && req->offset < pool_.writable_from())
+        return refuse("write into the pool header");
       lane.req = *req;
       lane.in_request = true;
       lane.dst = pool_.base() + req->offset;

@@ -55,6 +55,7 @@ class TcpTarget final : public Target {
   void fatal(const std::string &why);
   bool track(int fd);  // false when stopping
   void untrack(int fd);
+  void untrack_locked(int fd);  // with mu_ held
 
   TargetPool &pool_;
   TargetParams params_;
