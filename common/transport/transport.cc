@@ -12,6 +12,12 @@
 
 namespace rpmem::transport {
 
+const char *TargetPool::refusal(uint64_t offset, uint64_t length, bool writes) const noexcept {
+  if (length > size() || offset > size() - length) return "range outside the pool";
+  if (writes && length > 0 && offset < writable_from()) return "write into the pool header";
+  return nullptr;
+}
+
 Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(TransportKind kind,
                                                                   const InitiatorParams &params) {
   if (kind == TransportKind::kTcp) return tcp::connect_lanes(params);

@@ -68,6 +68,11 @@ class TargetPool {
   virtual size_t writable_from() const noexcept = 0;
   // EIO when the range could not be made durable.
   virtual std::error_code persist(size_t offset, size_t length, bool deep) noexcept = 0;
+
+  // Why a client's request for [offset, offset + length) is refused, or
+  // nullptr: "range outside the pool", or for a write (`writes`) of at
+  // least one byte, "write into the pool header".
+  const char *refusal(uint64_t offset, uint64_t length, bool writes) const noexcept;
 };
 
 struct TargetParams {

@@ -573,12 +573,8 @@ TcpTarget::Step TcpTarget::step(Lane &lane) {
       };
       if (!req) return refuse("malformed data request");
       const bool writes = proto::carries_payload(req->op);
-      const size_t size = pool_.size();
-      if ((writes || req->op == DataOp::kRead) &&
-          (req->length > size || req->offset > size - req->length))
-        return refuse("range outside the pool");
-      if (writes && req->length > 0 && req->offset < pool_.writable_from())
-        return refuse("write into the pool header");
+      if (writes || req->op == DataOp::kRead)
+        if (const char *why = pool_.refusal(req->offset, req->length, writes)) return refuse(why);
       lane.req = *req;
       lane.in_request = true;
       lane.dst = pool_.base() + req->offset;

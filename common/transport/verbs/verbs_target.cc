@@ -65,8 +65,8 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
       info.family = AF_INET;
       std::memcpy(info.addr.data(), &in->sin_addr, 4);
       if ((ntohl(in->sin_addr.s_addr) >> 24) == 127)
-        throw SetupError(EADDRNOTAVAIL, "verbs: no RDMA on the loopback address " +
-                                            params_.listen_address);
+        throw SetupError(EADDRNOTAVAIL,
+                         "verbs: no RDMA on the loopback address " + params_.listen_address);
     } else if (::inet_pton(AF_INET6, params_.listen_address.c_str(), &in6->sin6_addr) == 1) {
       in6->sin6_family = AF_INET6;
       info.family = AF_INET6;
@@ -84,8 +84,8 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
   if (!id) throw SetupError(id.error().code.value(), id.error().message);
   listen_id_ = std::move(id.value());
   if (auto ec = bind_listen(listen_id_.get(), reinterpret_cast<sockaddr *>(&ss), 128))
-    throw SetupError(ec.value(), "verbs: cannot listen on '" + params_.listen_address +
-                                     "': " + ec.message());
+    throw SetupError(ec.value(),
+                     "verbs: cannot listen on '" + params_.listen_address + "': " + ec.message());
   ctx_ = listen_id_->verbs ? listen_id_->verbs : first_device();
   if (!ctx_) throw SetupError(ENODEV, "verbs: no RDMA device");
   port_ = local_port(listen_id_.get());
@@ -97,10 +97,9 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
   auto pd = alloc_pd(ctx_);
   if (!pd) throw SetupError(pd.error().code.value(), pd.error().message);
   pd_ = std::move(pd.value());
-  auto mr = register_memory(pd_.get(), pool_.base(), pool_.size(),
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                IBV_ACCESS_REMOTE_READ,
-                            "the pool");
+  auto mr = register_memory(
+      pd_.get(), pool_.base(), pool_.size(),
+      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, "the pool");
   if (!mr) throw SetupError(mr.error().code.value(), mr.error().message);
   pool_mr_ = std::move(mr.value());
   info.raddr = reinterpret_cast<uintptr_t>(pool_.base());
@@ -202,13 +201,17 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
   }
   if (err.empty()) {
     auto comp = create_comp_channel(ctx_);
-    if (!comp) err = comp.error().message;
-    else lane->comp = std::move(comp.value());
+    if (!comp)
+      err = comp.error().message;
+    else
+      lane->comp = std::move(comp.value());
   }
   if (err.empty()) {
     auto cq = create_cq(ctx_, 8, lane->comp.get());
-    if (!cq) err = cq.error().message;
-    else lane->cq = std::move(cq.value());
+    if (!cq)
+      err = cq.error().message;
+    else
+      lane->cq = std::move(cq.value());
   }
   if (err.empty())
     if (auto ec = create_qp(id.get(), pd_.get(), lane->cq.get(), 2, 1)) err = ec.message();
@@ -216,8 +219,10 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
     lane->buf = std::make_unique<uint8_t[]>(kRecvSize + kReplySize);
     auto mr = register_memory(pd_.get(), lane->buf.get(), kRecvSize + kReplySize,
                               IBV_ACCESS_LOCAL_WRITE, "lane buffers");
-    if (!mr) err = mr.error().message;
-    else lane->mr = std::move(mr.value());
+    if (!mr)
+      err = mr.error().message;
+    else
+      lane->mr = std::move(mr.value());
   }
   if (err.empty())
     if (auto ec = post_recv(id->qp, kWrRecv, lane->buf.get(), kRecvSize, lane->mr->lkey))
@@ -249,8 +254,7 @@ void VerbsTarget::lane_loop(Lane &lane) {
     // behind the next request in this batch, and serve() waits for it.
     for (int i = 0; i < n; ++i) {
       if (!wc[i].ok) {
-        if (!stopping_.load())
-          RPMEM_LOG_INFO("verbs lane %u closed: %s", lane.index, wc[i].status);
+        if (!stopping_.load()) RPMEM_LOG_INFO("verbs lane %u closed: %s", lane.index, wc[i].status);
         disconnect(lane.id.get());
         return;
       }
@@ -303,30 +307,24 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
     fatal(who + ": malformed request");
     return false;
   }
-  const size_t size = pool_.size();
-  auto in_pool = [size](uint64_t off, uint64_t len) { return len <= size && off <= size - len; };
   std::error_code status;
   if (h->op == MsgOp::kDrain) {
     for (uint64_t i = 0; i < h->length; ++i) {
       uint64_t off, len;
       decode_range(msg + kMsgHeaderSize + i * kRangeSize, off, len);
-      if (!in_pool(off, len)) {
-        fatal(who + ": drain range outside the pool");
+      if (const char *why = pool_.refusal(off, len, false)) {
+        fatal(who + ": drain " + why);
         return false;
       }
       auto ec = pool_.persist(off, len, false);
       if (ec && !status) status = ec;
     }
   } else {
-    if (!in_pool(h->offset, h->length)) {
-      fatal(who + ": range outside the pool");
+    if (const char *why = pool_.refusal(h->offset, h->length, h->flags & kMsgInline)) {
+      fatal(who + ": " + why);
       return false;
     }
     if (h->flags & kMsgInline) {
-      if (h->length > 0 && h->offset < pool_.writable_from()) {
-        fatal(who + ": write into the pool header");
-        return false;
-      }
       tcp::copy_words(pool_.base() + h->offset, msg + kMsgHeaderSize, h->length);
     }
     status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
