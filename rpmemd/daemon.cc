@@ -11,8 +11,6 @@
 #include "rpmemd/session.h"
 
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -72,12 +70,7 @@ int Daemon::run() {
 
   // SIGTERM/SIGINT arrive through a descriptor: blocked here, before any
   // thread starts, so every thread inherits the mask.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  int sfd = ::signalfd(-1, &sigs, SFD_CLOEXEC);
+  const int sfd = termination_signal_fd();
 
   const char *ssh_conn = std::getenv("SSH_CONNECTION");
   SessionParams params;

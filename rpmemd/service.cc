@@ -20,8 +20,6 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
-#include <signal.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -182,12 +180,7 @@ int Service::run() {
     RPMEM_LOG_NOTICE("service: listening on %s", config_.service_listen.c_str());
   }
 
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  int sfd = ::signalfd(-1, &sigs, SFD_CLOEXEC);
+  const int sfd = termination_signal_fd();
   if (sfd < 0) throw SetupError(errno, "signalfd failed");
 
   std::mutex mu;

@@ -4,9 +4,11 @@
 
 #include "common/log.h"
 
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -333,6 +335,15 @@ SessionEnd Session::run() noexcept try {
   RPMEM_LOG_ERR("session failed: %s", e.what());
   release(false);
   return SessionEnd::kFatal;
+}
+
+int termination_signal_fd() noexcept {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  return ::signalfd(-1, &sigs, SFD_CLOEXEC);
 }
 
 }  // namespace rpmemd

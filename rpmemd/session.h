@@ -67,6 +67,12 @@ class Session {
   bool apm_ = false;  // the open pool is served with APM (verbs only)
 };
 
+// Blocks SIGTERM and SIGINT in the calling thread, so that every thread
+// started after it inherits the mask, and returns a signalfd that becomes
+// readable when one of them arrives (a Session's `signal_fd`); -1 with
+// errno set when there is none.
+int termination_signal_fd() noexcept;
+
 }  // namespace rpmemd
 
 #endif  // RPMEMD_SESSION_H
