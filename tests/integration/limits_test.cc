@@ -37,10 +37,9 @@ TEST_F(Limits, HugeLaneRequestIsCappedByTheDaemonsDescriptorBudget) {
   for (unsigned asked : {UINT_MAX, 1u << 20, 17u}) {
     SCOPED_TRACE(asked);
     unsigned nl = asked;
-    RPMEMpool *rpp =
-        asked == UINT_MAX
-            ? rpmem_create("127.0.0.1", "p.set", local.data(), 4 * kMiB, &nl, nullptr)
-            : rpmem_open("127.0.0.1", "p.set", local.data(), 4 * kMiB, &nl, nullptr);
+    RPMEMpool *rpp = asked == UINT_MAX
+                         ? rpmem_create("127.0.0.1", "p.set", local.data(), 4 * kMiB, &nl, nullptr)
+                         : rpmem_open("127.0.0.1", "p.set", local.data(), 4 * kMiB, &nl, nullptr);
     ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << target_.log_text();
     EXPECT_EQ(nl, cap);
     for (unsigned lane = 0; lane < nl; ++lane)

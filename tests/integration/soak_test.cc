@@ -74,18 +74,20 @@ void worker(SoakPool &p, unsigned lane, size_t from, size_t to, Clock::time_poin
   std::vector<uint8_t> back;
   auto fail = [&](const char *op, size_t off, size_t len) {
     ++c.errors;
-    ADD_FAILURE() << p.name << " lane " << lane << ": " << op << " at " << off << "+" << len
-                  << ": " << rpmem_errormsg();
+    ADD_FAILURE() << p.name << " lane " << lane << ": " << op << " at " << off << "+" << len << ": "
+                  << rpmem_errormsg();
   };
   auto pick = [&](size_t &off, size_t &len) {
     const size_t span = to - from;
-    size_t max = (rng() % 16 == 0) ? std::min<size_t>(span, kBigRange) : std::min<size_t>(span, 65536);
+    size_t max =
+        (rng() % 16 == 0) ? std::min<size_t>(span, kBigRange) : std::min<size_t>(span, 65536);
     len = 1 + rng() % max;
     off = from + rng() % (span - len + 1);
   };
   auto scribble = [&](size_t off, size_t len) {
     uint64_t x = rng();
-    for (size_t i = 0; i < len; ++i) local[off + i] = static_cast<uint8_t>((x >> ((i % 8) * 8)) + i);
+    for (size_t i = 0; i < len; ++i)
+      local[off + i] = static_cast<uint8_t>((x >> ((i % 8) * 8)) + i);
   };
   while (Clock::now() < end && c.errors == 0) {
     size_t off, len;
@@ -204,19 +206,19 @@ TEST(Soak, ManyLanesAndPoolsMixingEveryOperationLoseNothing) {
   }
   EXPECT_EQ(c.errors.load(), 0u);
   EXPECT_EQ(c.mismatches.load(), 0u);
-  const uint64_t ops =
-      c.persist + c.relaxed + c.flush + c.drain + c.deep + c.read;
+  const uint64_t ops = c.persist + c.relaxed + c.flush + c.drain + c.deep + c.read;
   EXPECT_GT(ops, 100u);
-  std::printf("soak %llds, %zu threads: %llu persist, %llu relaxed, %llu flush, %llu drain, "
-              "%llu deep, %llu read, %llu MiB written\n",
-              static_cast<long long>(duration.count()), workers.size(),
-              static_cast<unsigned long long>(c.persist.load()),
-              static_cast<unsigned long long>(c.relaxed.load()),
-              static_cast<unsigned long long>(c.flush.load()),
-              static_cast<unsigned long long>(c.drain.load()),
-              static_cast<unsigned long long>(c.deep.load()),
-              static_cast<unsigned long long>(c.read.load()),
-              static_cast<unsigned long long>(c.bytes.load() >> 20));
+  std::printf(
+      "soak %llds, %zu threads: %llu persist, %llu relaxed, %llu flush, %llu drain, "
+      "%llu deep, %llu read, %llu MiB written\n",
+      static_cast<long long>(duration.count()), workers.size(),
+      static_cast<unsigned long long>(c.persist.load()),
+      static_cast<unsigned long long>(c.relaxed.load()),
+      static_cast<unsigned long long>(c.flush.load()),
+      static_cast<unsigned long long>(c.drain.load()),
+      static_cast<unsigned long long>(c.deep.load()),
+      static_cast<unsigned long long>(c.read.load()),
+      static_cast<unsigned long long>(c.bytes.load() >> 20));
 }
 
 }  // namespace

@@ -151,7 +151,9 @@ class VerbsLoop : public ::testing::Test {
       local_[off + i] = static_cast<uint8_t>(x >> 16);
     }
   }
-  bool same(size_t off, size_t len) { return std::memcmp(local_ + off, pool_.base() + off, len) == 0; }
+  bool same(size_t off, size_t len) {
+    return std::memcmp(local_ + off, pool_.base() + off, len) == 0;
+  }
 
   std::string ip_;
   proto::Secret secret_{};
@@ -343,8 +345,8 @@ TEST_F(VerbsLoop, MemlockLimitBelowThePoolIsAClearErrorOnBothSides) {
       ::_exit(5);
     } catch (const std::system_error &e) {
       std::fprintf(stderr, "target says: %s\n", e.what());
-      ::_exit(e.code().value() == ENOMEM && std::string(e.what()).find("RLIMIT_MEMLOCK") !=
-                                                std::string::npos
+      ::_exit(e.code().value() == ENOMEM &&
+                      std::string(e.what()).find("RLIMIT_MEMLOCK") != std::string::npos
                   ? 0
                   : 6);
     }
