@@ -3,6 +3,7 @@
 // lanes (on either side), pools at the minimum sizes, pool_size above the
 // remote pool.
 #include "tests/integration/raw_peer.h"
+#include "tests/sanitizers.h"
 
 #include <gtest/gtest.h>
 
@@ -67,7 +68,7 @@ TEST_F(Limits, DaemonWithoutDescriptorsForLanesGivesAClearErrorAndNoPool) {
 }
 
 TEST_F(Limits, ClientWithoutDescriptorsForLanesGivesAClearErrorAndNoPool) {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef RPMEM_TEST_ASAN
   // UBSan's vptr check probes memory through a pipe, which a process without
   // free descriptors cannot make: it would report every virtual call.
   GTEST_SKIP() << "descriptor exhaustion breaks the sanitizer runtime itself";

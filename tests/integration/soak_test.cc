@@ -6,6 +6,7 @@
 // read sees what was acknowledged, and the part files end up equal to the
 // local pools.
 #include "tests/integration/harness.h"
+#include "tests/sanitizers.h"
 
 #include <gtest/gtest.h>
 
@@ -18,12 +19,8 @@
 
 #include "librpmem.h"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(RPMEM_TEST_ASAN) || defined(RPMEM_TEST_TSAN)
 #define RPMEM_SOAK_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define RPMEM_SOAK_SANITIZED 1
-#endif
 #endif
 
 namespace rpmem_test {

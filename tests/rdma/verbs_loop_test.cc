@@ -6,6 +6,7 @@
 #include "common/transport/transport.h"
 #include "common/transport/verbs/verbs_rdma.h"
 #include "common/transport/verbs/verbs_wire.h"
+#include "tests/sanitizers.h"
 
 #include <gtest/gtest.h>
 
@@ -30,17 +31,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kUnderTsan = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kUnderTsan = true;
-#else
-constexpr bool kUnderTsan = false;
-#endif
-#else
-constexpr bool kUnderTsan = false;
-#endif
+using rpmem_test::kUnderTsan;
 
 constexpr size_t kPoolSize = 4 << 20;
 constexpr size_t kHeader = 4096;

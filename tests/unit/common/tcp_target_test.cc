@@ -7,6 +7,7 @@
 
 #include "common/transport/tcp/socket_io.h"
 #include "common/transport/transport.h"
+#include "tests/sanitizers.h"
 
 #include <gtest/gtest.h>
 
@@ -679,17 +680,7 @@ uint64_t new_word(size_t i) { return ~old_word(i); }  // differs in every byte
 
 // The atomicity tests read pool words while the target writes them with
 // plain stores: that is the property under test, and a report for TSan.
-#if defined(__SANITIZE_THREAD__)
-constexpr bool kUnderTsan = true;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-constexpr bool kUnderTsan = true;
-#else
-constexpr bool kUnderTsan = false;
-#endif
-#else
-constexpr bool kUnderTsan = false;
-#endif
+using rpmem_test::kUnderTsan;
 #define RPMEM_SKIP_UNDER_TSAN() \
   if (kUnderTsan) GTEST_SKIP() << "races on purpose with the target's stores"
 
