@@ -477,13 +477,16 @@ void TcpTarget::hand_over(int fd, unsigned lane) {
 void TcpTarget::worker_loop(Worker &worker) {
   std::vector<std::unique_ptr<Lane>> lanes;
   std::vector<pollfd> pfds;
+  auto adopt_inbox = [&] {
+    std::lock_guard lock(mu_);
+    for (auto [fd, lane] : worker.inbox) lanes.push_back(std::make_unique<Lane>(fd, lane, pool_));
+    worker.inbox.clear();
+  };
   auto take_inbox = [&] {
     if (!worker.has_new.exchange(false, std::memory_order_acquire)) return;
     uint64_t count;
     [[maybe_unused]] auto n = ::read(worker.wake_fd, &count, sizeof(count));
-    std::lock_guard lock(mu_);
-    for (auto [fd, lane] : worker.inbox) lanes.push_back(std::make_unique<Lane>(fd, lane, pool_));
-    worker.inbox.clear();
+    adopt_inbox();
   };
   auto drop = [&](size_t i) {
     const int fd = lanes[i]->fd;
@@ -529,6 +532,7 @@ void TcpTarget::worker_loop(Worker &worker) {
       break;
     }
   }
+  adopt_inbox();  // lanes handed over after the last look: closed like the others
   while (!lanes.empty()) drop(lanes.size() - 1);
 }
 
