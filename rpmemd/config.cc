@@ -38,6 +38,7 @@ enum class Key {
   kTlsCa,
   kTlsCert,
   kTlsKey,
+  kNthreads,
 };
 
 std::optional<Key> find_key(std::string_view name) {
@@ -52,6 +53,7 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "tls-ca") return Key::kTlsCa;
   if (name == "tls-cert") return Key::kTlsCert;
   if (name == "tls-key") return Key::kTlsKey;
+  if (name == "nthreads") return Key::kNthreads;
   return std::nullopt;
 }
 
@@ -88,6 +90,16 @@ bool set_bool(bool &field, std::optional<std::string_view> value) {
     return true;
   }
   return parse_bool(*value, field);
+}
+
+// A thread count: decimal digits only, so "", "-1", "+2" and " 3" are
+// errors rather than 0, UINT_MAX-ish or 2 (PMDK's strtoul took them).
+std::optional<unsigned> parse_count(std::string_view text) {
+  unsigned long n = 0;
+  const char *end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, n);
+  if (text.empty() || ec != std::errc() || ptr != end || n > UINT_MAX) return std::nullopt;
+  return static_cast<unsigned>(n);
 }
 
 // Sets `key` from `value`; a flag given on the command line has no value and
@@ -130,6 +142,13 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
                            : key == Key::kTlsCert     ? out.tls_cert
                                                       : out.tls_key;
       field = std::string(*value);
+      return true;
+    }
+    case Key::kNthreads: {
+      if (!value) return false;
+      auto n = parse_count(*value);
+      if (!n) return false;
+      out.nthreads = *n;
       return true;
     }
   }
@@ -178,16 +197,10 @@ void parse_file(const std::string &path, bool required, const ConfigEnv &env, Co
   if (auto text = read_file(path, required)) parse_config_text(*text, path, env, out);
 }
 
-// Unlike PMDK's strtoul, takes only decimal digits: "", "-1", "+2" and " 3"
-// are errors rather than 0, UINT_MAX-ish or 2.
 unsigned parse_nthreads(const std::string &arg) {
-  unsigned long n = 0;
-  const char *end = arg.data() + arg.size();
-  auto [ptr, ec] = std::from_chars(arg.data(), end, n);
-  if (arg.empty() || ec != std::errc() || ptr != end || n > UINT_MAX) {
-    throw rpmem::SetupError(EINVAL, "invalid number of threads -- '" + arg + "'");
-  }
-  return static_cast<unsigned>(n);
+  auto n = parse_count(arg);
+  if (!n) throw rpmem::SetupError(EINVAL, "invalid number of threads -- '" + arg + "'");
+  return *n;
 }
 
 po::options_description command_line_options() {

@@ -224,16 +224,39 @@ TEST_F(ConfigTest, EveryKeyInAFile) {
       "poolset-dir = /f/dir\n"
       "persist-apm = yes\n"
       "persist-general = no\n"
-      "log-level = info\n");
+      "log-level = info\n"
+      "nthreads = 4\n");
   EXPECT_EQ(c.log_file, "/f/log");
   EXPECT_FALSE(c.use_syslog);  // forced by log-file
   EXPECT_EQ(c.poolset_dir, "/f/dir");
   EXPECT_TRUE(c.persist_apm);
   EXPECT_FALSE(c.persist_general);
   EXPECT_EQ(c.log_level, Level::kInfo);
+  EXPECT_EQ(c.nthreads, 4u);
 
   EXPECT_FALSE(parse_text("use-syslog = no\n").use_syslog);
   EXPECT_TRUE(parse_text("use-syslog = no\nuse-syslog = yes").use_syslog);
+}
+
+// The sample that the package installs as /etc/rpmemd/rpmemd.conf: every
+// key it shows commented out must be valid once uncommented.
+TEST_F(ConfigTest, EverySampleLineOfThePackagedConfigIsValid) {
+  std::ifstream in(RPMEM_SAMPLE_CONFIG);
+  ASSERT_TRUE(in) << RPMEM_SAMPLE_CONFIG;
+  std::string line;
+  std::string text;
+  int keys = 0;
+  while (std::getline(in, line)) {
+    if (line.size() > 1 && line[0] == '#' && line[1] != ' ' &&
+        line.find(" = ") != std::string::npos) {
+      text += line.substr(1) + "\n";
+      ++keys;
+    }
+  }
+  EXPECT_GE(keys, 12);
+  Config c = parse_text(text);
+  EXPECT_EQ(c.nthreads, 0u);
+  EXPECT_EQ(c.tls_key, "/etc/rpmemd/tls/rpmemd.key");
 }
 
 TEST_F(ConfigTest, EveryLevelAndBooleanInAFile) {
@@ -298,7 +321,8 @@ TEST_F(ConfigTest, InvalidLinesFailWithFileAndLineNumber) {
       {"log-file /no/equals\n", "log-file /no/equals"},
       {"unknown-key = 1\n", "unknown-key = 1"},
       {"port = 7636\n", "port = 7636"},
-      {"nthreads = 4\n", "nthreads = 4"},
+      {"nthreads = -1\n", "nthreads = -1"},
+      {"nthreads = four\n", "nthreads = four"},
       {"log-file =\n", "log-file ="},
       {"log-file = # only a comment\n", "log-file = # only a comment"},
       {"= /value\n", "= /value"},
