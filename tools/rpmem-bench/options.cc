@@ -55,7 +55,9 @@ calls/s and MB/s (size-byte writes or reads; 1 MB = 10^6 bytes), and its
 ratio to the raw equivalent of the same size and lanes: below 64 KiB the p50
 over the p50 of a raw request/response (a SIZE-byte request, a 16-byte
 reply), from 64 KiB up the MB/s over a raw TCP stream written in SIZE-byte
-pieces; flush batches compare their MB/s with persist's.
+pieces; flush batches compare their MB/s with persist's. With more than one
+lane count, the table ends with each case's calls/s at every count and the
+ratio of each count to the one before it (lane scaling).
 
 Example, with the local daemon of tools/rpmem-bench/run-local.sh:
   tools/rpmem-bench/run-local.sh build -b 64,4K,1M -l 1,2 -r 3

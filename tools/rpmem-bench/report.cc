@@ -94,6 +94,52 @@ std::string json_escape(const std::string &s) {
   return o;
 }
 
+// With more than one lane count: the aggregate calls/s of every case at each
+// lane count, and each count's ratio to the one before it (the raw cases
+// show what the machine's TCP itself does with more connections).
+void print_scaling(std::FILE *out, const std::vector<Result> &rs) {
+  std::vector<unsigned> lanes;
+  for (const auto &r : rs)
+    if (std::find(lanes.begin(), lanes.end(), r.c.lanes) == lanes.end()) lanes.push_back(r.c.lanes);
+  if (lanes.size() < 2) return;
+  std::sort(lanes.begin(), lanes.end());
+  std::fprintf(out, "\nlane scaling: calls/s, and each lane count over the one before it\n%-25s",
+               "case");
+  for (unsigned l : lanes) {
+    char head[24];
+    std::snprintf(head, sizeof(head), "%u lane%s", l, l == 1 ? "" : "s");
+    std::fprintf(out, " %9s", head);
+  }
+  for (size_t i = 1; i < lanes.size(); ++i) {
+    char step[24];
+    std::snprintf(step, sizeof(step), "%u/%u", lanes[i], lanes[i - 1]);
+    std::fprintf(out, " %7s", step);
+  }
+  std::fprintf(out, "\n");
+  std::vector<std::pair<Op, size_t>> done;
+  for (const auto &first : rs) {
+    const std::pair<Op, size_t> key{first.c.op, first.c.size};
+    if (std::find(done.begin(), done.end(), key) != done.end()) continue;
+    done.push_back(key);
+    std::fprintf(out, "%-16s %8s", op_name(key.first), size_text(key.second).c_str());
+    std::vector<const Result *> row;
+    for (unsigned l : lanes) {
+      row.push_back(find(rs, key.first, key.second, l));
+      if (row.back())
+        std::fprintf(out, " %9.0f", row.back()->ops_s);
+      else
+        std::fprintf(out, " %9s", "-");
+    }
+    for (size_t i = 1; i < row.size(); ++i) {
+      if (row[i] && row[i - 1] && row[i - 1]->ops_s > 0)
+        std::fprintf(out, " %7.2f", row[i]->ops_s / row[i - 1]->ops_s);
+      else
+        std::fprintf(out, " %7s", "-");
+    }
+    std::fprintf(out, "\n");
+  }
+}
+
 void print_table(std::FILE *out, const RunInfo &info, const std::vector<Result> &rs) {
   std::fprintf(out, "# %s\n# library  %s\n# machine  %s\n# pool     %s\n# date     %s\n",
                info.command.c_str(), info.library.c_str(), info.machine.c_str(), info.pool.c_str(),
@@ -122,6 +168,7 @@ void print_table(std::FILE *out, const RunInfo &info, const std::vector<Result> 
     }
     std::fprintf(out, "\n");
   }
+  print_scaling(out, rs);
 }
 
 void print_csv(std::FILE *out, const std::vector<Result> &rs) {

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# rpmem-bench against a real rpmemd (through tools/rpmem-bench/run-local.sh):
+# every case it was asked for comes out, without an error, with its raw TCP
+# equivalent and the lane-scaling summary; and librpmem makes no allocation in
+# any data-path call (the benchmark counts them; sanitized builds cannot).
+# Figures are not checked: this is not a timed test.
+#   usage: bench_test.sh BUILD_DIR SANITIZE
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=$1
+sanitize=${2:-}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export RPMEM_BENCH_DIR=$work RPMEM_BENCH_POOL=16M
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+ops=persist,relaxed,deep,flush,read
+common=(-o "$ops" -b 64,4K,1M -l 1,2 -n 40 -w 0 -S 12M --no-progress)
+"$top/tools/rpmem-bench/run-local.sh" "$build" "${common[@]}" -f csv >"$work/out.csv" \
+  2>"$work/err" || { cat "$work/err" >&2; fail "rpmem-bench (csv) failed"; }
+"$top/tools/rpmem-bench/run-local.sh" "$build" "${common[@]}" >"$work/out.txt" \
+  2>"$work/err" || { cat "$work/err" >&2; fail "rpmem-bench (table) failed"; }
+
+head -1 "$work/out.csv" | grep -q '^case,size,lanes,p50_us,' || fail "no CSV header"
+rows=$(($(wc -l <"$work/out.csv") - 1))
+# 5 operations and 2 raw cases, 3 sizes, 2 lane counts
+[ "$rows" -eq 42 ] || fail "$rows CSV rows, expected 42"
+for op in persist persist-relaxed deep-persist flush+drain read raw-rr raw-stream; do
+  for size in 64 4096 1048576; do
+    for lanes in 1 2; do
+      grep -q "^$op,$size,$lanes," "$work/out.csv" || fail "no row for $op $size B $lanes lanes"
+    done
+  done
+done
+awk -F, -v sanitize="$sanitize" 'NR > 1 {
+    if ($14 != "") { print "FAIL: " $1 " " $2 " B " $3 " lanes: " $14; bad = 1 }
+    if ($7 <= 0) { print "FAIL: " $1 " " $2 " B " $3 " lanes: " $7 " calls/s"; bad = 1 }
+    if ($1 !~ /^raw/ && sanitize == "" && $10 != "0.000") {
+      print "FAIL: " $1 " " $2 " B " $3 " lanes: " $10 " allocations per call"; bad = 1
+    }
+  }
+  END { exit bad }' "$work/out.csv" >&2 || fail "bad CSV rows"
+
+grep -q '^lane scaling: calls/s' "$work/out.txt" || fail "no lane-scaling summary"
+grep -Eq '^persist +1 MiB +[0-9]+ +[0-9]+ +[0-9]+\.[0-9]{2}$' "$work/out.txt" \
+  || fail "no scaling row for persist 1 MiB"
+grep -Eq '^persist +64 B +1 .* raw rr p50 [0-9.]+ us +[0-9.]+x p50$' "$work/out.txt" \
+  || fail "persist 64 B is not compared with raw rr"
+echo "PASS: $rows cases, no allocation per call${sanitize:+ (not counted under $sanitize)}"
