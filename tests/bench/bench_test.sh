@@ -43,7 +43,7 @@ awk -F, -v sanitize="$sanitize" 'NR > 1 {
   END { exit bad }' "$work/out.csv" >&2 || fail "bad CSV rows"
 
 grep -q '^lane scaling: calls/s' "$work/out.txt" || fail "no lane-scaling summary"
-grep -Eq '^persist +1 MiB +[0-9]+ +[0-9]+ +[0-9]+\.[0-9]{2}$' "$work/out.txt" \
+grep -Eq '^persist +1 MiB +[0-9]+ +[0-9]+ [0-9]+\.[0-9]{2} \[[01]/1\]$' "$work/out.txt" \
   || fail "no scaling row for persist 1 MiB"
 grep -Eq '^persist +64 B +1 .* raw rr p50 [0-9.]+ us +[0-9.]+x p50$' "$work/out.txt" \
   || fail "persist 64 B is not compared with raw rr"

@@ -60,6 +60,7 @@ struct Result {
   Case c;
   double p50_us = 0, p99_us = 0, p999_us = 0;  // per operation (a batch for flush+drain)
   double ops_s = 0;                            // size-byte writes or reads per second
+  std::vector<double> run_ops_s;               // ops_s of each run, in run order
   double mb_s = 0;                             // 10^6 bytes per second
   uint64_t ops = 0;                            // operations measured (all runs)
   double allocs_per_op = -1;                   // mallocs inside librpmem calls; -1 unknown

@@ -94,16 +94,40 @@ std::string json_escape(const std::string &s) {
   return o;
 }
 
+// The ratio of b's calls/s to a's: the median of the ratios of runs with the
+// same number (the cases are interleaved, so run k of both ran at about the
+// same time, which cancels much of a shared machine's drift), and how many of
+// those runs had b below a.
+struct Step {
+  double ratio = 0;
+  size_t below = 0, runs = 0;
+};
+
+Step step_of(const Result &a, const Result &b) {
+  Step s;
+  std::vector<double> ratios;
+  for (size_t k = 0; k < std::min(a.run_ops_s.size(), b.run_ops_s.size()); ++k) {
+    if (a.run_ops_s[k] <= 0) continue;
+    ratios.push_back(b.run_ops_s[k] / a.run_ops_s[k]);
+    if (ratios.back() < 1) ++s.below;
+  }
+  s.runs = ratios.size();
+  s.ratio = median(ratios);
+  return s;
+}
+
 // With more than one lane count: the aggregate calls/s of every case at each
-// lane count, and each count's ratio to the one before it (the raw cases
-// show what the machine's TCP itself does with more connections).
+// lane count, and each count over the one before it (the raw cases show what
+// the machine's TCP itself does with more connections).
 void print_scaling(std::FILE *out, const std::vector<Result> &rs) {
   std::vector<unsigned> lanes;
   for (const auto &r : rs)
     if (std::find(lanes.begin(), lanes.end(), r.c.lanes) == lanes.end()) lanes.push_back(r.c.lanes);
   if (lanes.size() < 2) return;
   std::sort(lanes.begin(), lanes.end());
-  std::fprintf(out, "\nlane scaling: calls/s, and each lane count over the one before it\n%-25s",
+  std::fprintf(out,
+               "\nlane scaling: calls/s; each lane count over the one before it (median of the "
+               "runs' ratios, [runs below 1])\n%-25s",
                "case");
   for (unsigned l : lanes) {
     char head[24];
@@ -111,9 +135,9 @@ void print_scaling(std::FILE *out, const std::vector<Result> &rs) {
     std::fprintf(out, " %9s", head);
   }
   for (size_t i = 1; i < lanes.size(); ++i) {
-    char step[24];
-    std::snprintf(step, sizeof(step), "%u/%u", lanes[i], lanes[i - 1]);
-    std::fprintf(out, " %7s", step);
+    char head[24];
+    std::snprintf(head, sizeof(head), "%u/%u", lanes[i], lanes[i - 1]);
+    std::fprintf(out, i + 1 < lanes.size() ? " %-11s" : " %s", head);
   }
   std::fprintf(out, "\n");
   std::vector<std::pair<Op, size_t>> done;
@@ -131,10 +155,12 @@ void print_scaling(std::FILE *out, const std::vector<Result> &rs) {
         std::fprintf(out, " %9s", "-");
     }
     for (size_t i = 1; i < row.size(); ++i) {
-      if (row[i] && row[i - 1] && row[i - 1]->ops_s > 0)
-        std::fprintf(out, " %7.2f", row[i]->ops_s / row[i - 1]->ops_s);
-      else
-        std::fprintf(out, " %7s", "-");
+      char cell[32] = "-";
+      if (row[i] && row[i - 1]) {
+        const Step s = step_of(*row[i - 1], *row[i]);
+        if (s.runs) std::snprintf(cell, sizeof(cell), "%.2f [%zu/%zu]", s.ratio, s.below, s.runs);
+      }
+      std::fprintf(out, i + 1 < row.size() ? " %-11s" : " %s", cell);
     }
     std::fprintf(out, "\n");
   }
@@ -261,6 +287,7 @@ Result summarize(const Case &c, std::vector<RunSamples> &runs) {
   r.p99_us = median(p99);
   r.p999_us = median(p999);
   r.ops_s = median(ops_s);
+  r.run_ops_s = ops_s;
   r.mb_s = median(mb_s);
   if (!is_raw(c.op) && thread_allocs() >= 0)
     r.allocs_per_op = calls ? static_cast<double>(allocs) / static_cast<double>(calls) : 0;
