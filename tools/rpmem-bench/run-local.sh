@@ -9,9 +9,10 @@
 # BUILD_DIR/tools/rpmem-bench with the given options, prints rpmemd's
 # resident memory before and after, and removes everything it created.
 # RPMEM_BENCH_POOL sets the pool set size (default 256M; -S must fit in it).
+# RPMEM_BENCH_DAEMON_WRAP is put before rpmemd's command (e.g. "taskset -c 1").
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
-[ $# -ge 1 ] || { sed -n 4,11p "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n 4,12p "$0" >&2; exit 2; }
 build=$(cd "$1" && pwd)
 shift
 
@@ -28,7 +29,7 @@ log-file = $work/rpmemd.log
 log-level = notice
 CONF
 export RPMEM_SSH="$top/tools/local-ssh"
-export RPMEM_CMD="$build/rpmemd -c $work/rpmemd.conf"
+export RPMEM_CMD="${RPMEM_BENCH_DAEMON_WRAP:+$RPMEM_BENCH_DAEMON_WRAP }$build/rpmemd -c $work/rpmemd.conf"
 
 # rpmemd's memory, sampled while the benchmark runs: VmHWM is the peak of
 # the resident set, RssAnon the part that is not the mapped pool.
