@@ -110,7 +110,7 @@ TEST_F(Faults, StoppedDaemonGivesAnErrorWithinTheTimeout) {
   ASSERT_NE(rpp, nullptr);
   ASSERT_EQ(rpmem_persist(rpp, 0, 4096, 0, 0), 0);
   pid_t pid = target_.rpmemd_pid();
-  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  ASSERT_TRUE(stop_process(pid, std::chrono::seconds(5)));
   auto start = Clock::now();
   EXPECT_EQ(rpmem_persist(rpp, 4096, 4096, 0, 0), -1);
   EXPECT_EQ(errno, ECONNRESET);

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -58,6 +59,11 @@ bool verbs_only() {
 }
 
 Target::~Target() {
+  // A failed test leaves its pool sets, parts and rpmemd.log behind.
+  if (::testing::Test::HasFailure()) {
+    std::fprintf(stderr, "rpmemd log and pool files kept in %s\n", dir_.c_str());
+    return;
+  }
   std::error_code ec;
   fs::remove_all(dir_, ec);
 }
@@ -175,12 +181,19 @@ bool can_connect(int port) {
   return ok;
 }
 
-bool exited(pid_t pid) {
-  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-  auto stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+namespace {
+// The state letter of /proc/.../stat ("pid (comm) S ..."), or 0.
+char proc_state(const std::string &stat_path) {
+  auto stat = read_file(stat_path);
   std::string s(stat.begin(), stat.end());
   auto close = s.rfind(')');
-  return close != std::string::npos && close + 2 < s.size() && s[close + 2] == 'Z';
+  return close != std::string::npos && close + 2 < s.size() ? s[close + 2] : 0;
+}
+}  // namespace
+
+bool exited(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  return proc_state("/proc/" + std::to_string(pid) + "/stat") == 'Z';
 }
 
 bool wait_gone(pid_t pid, std::chrono::seconds limit) {
@@ -188,6 +201,26 @@ bool wait_gone(pid_t pid, std::chrono::seconds limit) {
   while (std::chrono::steady_clock::now() < end) {
     if (exited(pid)) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+bool stop_process(pid_t pid, std::chrono::seconds limit) {
+  if (::kill(pid, SIGSTOP) != 0) return false;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  auto end = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < end) {
+    bool all = true;
+    DIR *d = ::opendir(tasks.c_str());
+    if (!d) return false;
+    while (dirent *e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      const char state = proc_state(tasks + "/" + e->d_name + "/stat");
+      if (state != 'T' && state != 't') all = false;
+    }
+    ::closedir(d);
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return false;
 }

@@ -99,6 +99,10 @@ bool can_connect(int port);
 bool exited(pid_t pid);
 // Waits, at most `limit`, until process `pid` has exited.
 bool wait_gone(pid_t pid, std::chrono::seconds limit);
+// Sends SIGSTOP to process `pid` and waits, at most `limit`, until every one
+// of its threads has stopped: kill() returns before a thread that is running
+// on another CPU has taken the signal, and it may answer a request meanwhile.
+bool stop_process(pid_t pid, std::chrono::seconds limit);
 
 // Number of child processes of this process that are zombies.
 int zombie_children();
