@@ -483,10 +483,7 @@ void TcpTarget::worker_loop(Worker &worker) {
     worker.inbox.clear();
   };
   auto take_inbox = [&] {
-    if (!worker.has_new.exchange(false, std::memory_order_acquire)) return;
-    uint64_t count;
-    [[maybe_unused]] auto n = ::read(worker.wake_fd, &count, sizeof(count));
-    adopt_inbox();
+    if (worker.has_new.exchange(false, std::memory_order_acquire)) adopt_inbox();
   };
   auto drop = [&](size_t i) {
     const int fd = lanes[i]->fd;
@@ -508,7 +505,7 @@ void TcpTarget::worker_loop(Worker &worker) {
     return progress;
   };
 
-  while (!stopping_.load(std::memory_order_relaxed)) {
+  while (!stopping_.load()) {
     take_inbox();
     if (step_all()) continue;
 
@@ -530,6 +527,14 @@ void TcpTarget::worker_loop(Worker &worker) {
     if (::poll(pfds.data(), pfds.size(), -1) < 0 && errno != EINTR) {
       fatal(std::string("lane worker: poll failed: ") + strerror(errno));
       break;
+    }
+    // A wake-up is taken only here, after poll saw it, and the loop then
+    // looks at stopping_ and the inbox again. Taken anywhere else, the wake-up
+    // of stop() could be eaten between that look and this poll, which would
+    // then sleep for good.
+    if (pfds.back().revents & POLLIN) {
+      uint64_t count;
+      [[maybe_unused]] auto n = ::read(worker.wake_fd, &count, sizeof(count));
     }
   }
   adopt_inbox();  // lanes handed over after the last look: closed like the others

@@ -22,7 +22,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -552,6 +555,27 @@ TEST_F(TcpTargetTest, LanesSharingAWorkerDoNotWaitForEachOther) {
   EXPECT_EQ(0, std::memcmp(got.data() + 65536 + 128, pool_->base() + 65536 + 128,
                            kPoolSize - 65536 - 128));
   EXPECT_EQ(fatal_count(), 0u);
+}
+
+// The client closes its lanes as soon as they are connected, and stop()
+// follows at once: the last lanes may still be on their way to their worker.
+// stop() must return every time (it once could lose its wake-up to that
+// hand-over, and then waited for the worker for good).
+TEST_F(TcpTargetTest, StopRightAfterTheLanesConnectReturns) {
+  const int rounds = rpmem_test::kUnderTsan ? 40 : 200;
+  for (int round = 0; round < rounds; ++round) {
+    start(4096, 4);
+    for (unsigned lane = 0; lane < 4; ++lane)
+      ASSERT_TRUE(raw_hello(raw_connect(), lane, 4, secret_));
+    for (int fd : raw_fds_) ::close(fd);
+    raw_fds_.clear();
+    auto stopped = std::async(std::launch::async, [this] { target_->stop(); });
+    if (stopped.wait_for(10s) != std::future_status::ready) {
+      std::fprintf(stderr, "stop() did not return within 10 s in round %d\n", round);
+      std::abort();
+    }
+    target_.reset();
+  }
 }
 
 TEST_F(TcpTargetTest, OneWorkerServesManyLanesInParallelThreads) {
