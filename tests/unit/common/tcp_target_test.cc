@@ -226,9 +226,13 @@ class TcpTargetTest : public ::testing::Test {
     return false;
   }
 
-  ~TcpTargetTest() override {
+  // Closes every socket raw_connect() opened.
+  void close_raw() {
     for (int fd : raw_fds_) ::close(fd);
+    raw_fds_.clear();
   }
+
+  ~TcpTargetTest() override { close_raw(); }
 
   const proto::Secret secret_ = make_secret(1);
   std::mutex fatal_mu_;
@@ -567,8 +571,7 @@ TEST_F(TcpTargetTest, StopRightAfterTheLanesConnectReturns) {
     start(4096, 4);
     for (unsigned lane = 0; lane < 4; ++lane)
       ASSERT_TRUE(raw_hello(raw_connect(), lane, 4, secret_));
-    for (int fd : raw_fds_) ::close(fd);
-    raw_fds_.clear();
+    close_raw();
     auto stopped = std::async(std::launch::async, [this] { target_->stop(); });
     if (stopped.wait_for(10s) != std::future_status::ready) {
       std::fprintf(stderr, "stop() did not return within 10 s in round %d\n", round);
