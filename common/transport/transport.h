@@ -80,6 +80,12 @@ struct TargetParams {
   proto::Secret secret{};
   unsigned max_lanes = 0;  // granted to the client
   std::chrono::milliseconds hello_timeout{5000};
+  // Numeric address data connections must come from (the session's control
+  // peer); empty: any. Others are closed before anything is allocated.
+  std::string peer_address;
+  // Bound on noticing a vanished client on a data connection (keepalive,
+  // TCP_USER_TIMEOUT); 0: the system's defaults.
+  std::chrono::milliseconds peer_timeout{0};
   // Threads serving the lanes (tcp); 0: one per lane, at most one per CPU.
   unsigned nthreads = 0;
   // kApm only when the daemon runs with --persist-apm and the pool is pmem;

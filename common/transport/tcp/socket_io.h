@@ -55,6 +55,12 @@ inline constexpr unsigned kMaxWorkQueue = 256;
 std::error_code wait_readable(int fd, int timeout_ms) noexcept;
 
 void set_nodelay(int fd) noexcept;
+
+// A peer that vanishes (no RST, no FIN: a host that lost power or its
+// network) fails the connection within about `timeout`: TCP keepalive
+// probes an idle connection, TCP_USER_TIMEOUT bounds unacknowledged sends.
+// 0 leaves the system's defaults (hours).
+void set_peer_timeout(int fd, std::chrono::milliseconds timeout) noexcept;
 std::error_code set_nonblocking(int fd, bool on) noexcept;
 
 }  // namespace rpmem::transport::tcp

@@ -1,27 +1,31 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// TCP provider, target side: a listener that admits only connections
-// proving the session secret, and worker threads that receive writes
-// straight into the pool (or, for atomic persists, through a lane buffer
-// copied with aligned 8-byte stores), make them durable and answer.
+// TCP provider, target side: the listener of a session's data port. One
+// thread accepts, reads each connection's lane hello on its own event loop
+// (epoll, a deadline per connection: no thread per connection), admits only
+// lanes that prove the session secret, and hands them over to the lane
+// servers (lane_server.h) that serve the requests.
 //
-// Each lane belongs to one worker for its whole life (lane i to worker
-// i mod n), so lanes share no lock. By default there is one worker per
-// lane, but no more than the CPUs this process may run on: more threads
-// than CPUs would only take turns, and each turn costs a context switch
-// (TargetParams::nthreads overrides that).
+// Each lane belongs to one lane server for its whole life (lane i to server
+// i mod n), so lanes share no lock. There is one server thread per lane, but
+// no more than the CPUs this process may run on: more threads than CPUs
+// would only take turns (TargetParams::nthreads overrides that).
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 
+#include "common/transport/copy_words.h"
+#include "common/transport/lane_admission.h"
 #include "common/transport/transport.h"
 
 #include <atomic>
+#include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace rpmem::transport::tcp {
+
+class LaneServer;
 
 class TcpTarget final : public Target {
  public:
@@ -38,50 +42,46 @@ class TcpTarget final : public Target {
   void stop() noexcept override;
 
  private:
-  struct Lane;
-  struct Worker;
+  struct Hello;  // a connection in its lane hello
 
-  void accept_loop();
-  void serve_connection(int fd);  // the lane hello, then the hand-over
+  void run() noexcept;
+  void loop();
+  void accept_ready();
+  void hello_ready(Hello &h);
+  void close_hello(Hello &h);
   void hand_over(int fd, unsigned lane);
-  void worker_loop(Worker &worker);
-  enum class Step { kIdle, kProgress, kEnded };
-  // Moves the lane on as far as it can without waiting: sends what is left
-  // of the last reply, takes requests and their payloads, answers them.
-  Step step(Lane &lane);
-  // The request in lane.req is whole: flush, persist, drain or read, and
-  // the reply to send.
-  void complete(Lane &lane);
   void fatal(const std::string &why);
-  bool track(int fd);  // false when stopping
-  void untrack(int fd);
-  void untrack_locked(int fd);  // with mu_ held
+  // Logs a refused connection, at most a few lines a second for each kind
+  // of refusal; the others are counted, and the counts logged later.
+  void refused(const std::string &peer, const char *why);
+  void flush_refusals(std::chrono::steady_clock::time_point now);
 
   TargetPool &pool_;
   TargetParams params_;
+  LaneAdmission admission_;
   int listen_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd that stops accept_loop
+  int wake_fd_ = -1;   // eventfd that stops the listener
+  int epoll_fd_ = -1;  // the listener's event loop
+  int spare_fd_ = -1;  // given up to accept-and-close when out of descriptors
   uint16_t port_ = 0;
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> fatal_sent_{false};
-  std::atomic<unsigned> session_nlanes_{0};  // fixed by the first valid hello
-  std::unique_ptr<std::atomic<bool>[]> lane_taken_;
-  std::atomic<unsigned> pending_{0};  // connections not yet through the hello
 
-  // Guards threads_, fds_, workers_, nworkers_ and the workers' inboxes;
-  // never taken on the data path.
-  std::mutex mu_;
-  std::vector<std::thread> threads_;  // connections in their hello
-  std::vector<int> fds_;
-  std::vector<std::unique_ptr<Worker>> workers_;  // created as lanes come
-  unsigned nworkers_ = 0;                         // fixed with the lane count
-  std::thread acceptor_;
+  // The listener thread's own until it is joined.
+  std::vector<std::unique_ptr<Hello>> hellos_;
+  std::vector<std::unique_ptr<LaneServer>> servers_;
+  unsigned nservers_ = 0;  // fixed with the lane count
+  struct Refusals {
+    const char *why;
+    unsigned logged, suppressed;
+  };
+  std::chrono::steady_clock::time_point log_window_{};
+  std::vector<Refusals> refusals_;
+  std::thread listener_;
 };
 
-// Copies n bytes so that every 8-byte-aligned word of dst is written by one
-// store (no word is ever seen half old, half new).
-void copy_words(uint8_t *dst, const uint8_t *src, size_t n) noexcept;
+using transport::copy_words;
 
 }  // namespace rpmem::transport::tcp
 

@@ -3,7 +3,7 @@
 #include "common/transport/verbs/verbs_initiator.h"
 
 #include "common/log.h"
-#include "common/transport/verbs/flush_ranges.h"
+#include "common/transport/flush_ranges.h"
 #include "common/transport/verbs/verbs_rdma.h"
 #include "common/transport/verbs/verbs_wire.h"
 

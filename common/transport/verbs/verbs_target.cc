@@ -3,7 +3,8 @@
 #include "common/transport/verbs/verbs_target.h"
 
 #include "common/log.h"
-#include "common/transport/tcp/tcp_target.h"  // copy_words
+#include "common/transport/copy_words.h"
+#include "common/transport/lane_admission.h"
 #include "common/transport/verbs/verbs_wire.h"
 
 #include <arpa/inet.h>
@@ -19,12 +20,6 @@ namespace {
 
 enum WrId : uint64_t { kWrRecv = 1, kWrReply = 2 };
 constexpr size_t kRecvSize = kMsgHeaderSize + kMaxInline;
-
-bool secrets_equal(const proto::Secret &a, const proto::Secret &b) {
-  uint8_t diff = 0;  // constant time
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<uint8_t>(a[i] ^ b[i]);
-  return diff == 0;
-}
 
 }  // namespace
 
@@ -48,8 +43,7 @@ struct VerbsTarget::Lane {
 };
 
 VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
-    : pool_(pool), params_(std::move(params)) {
-  lane_taken_ = std::make_unique<std::atomic<bool>[]>(params_.max_lanes);
+    : pool_(pool), params_(std::move(params)), admission_(params_.secret, params_.max_lanes) {
   sockaddr_storage ss{};
   ProviderInfo info;
   info.method = params_.persist_method;
@@ -171,19 +165,10 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
   const char *refusal = nullptr;
   if (!cd)
     refusal = "malformed connect request";
-  else if (!secrets_equal(cd->secret, params_.secret))
-    refusal = "wrong session secret";
-  else if (cd->nlanes > params_.max_lanes)
-    refusal = "more lanes than granted";
   else if (id->verbs != ctx_)
     refusal = "request on another RDMA device";
-  if (!refusal) {
-    unsigned expected = 0;
-    if (!session_nlanes_.compare_exchange_strong(expected, cd->nlanes) && expected != cd->nlanes)
-      refusal = "inconsistent lane count";
-    else if (lane_taken_[cd->lane].exchange(true))
-      refusal = "lane already connected";
-  }
+  else
+    refusal = admission_.admit(cd->secret, cd->lane, cd->nlanes);
   if (refusal) {
     RPMEM_LOG_WARN("verbs connect request refused: %s", refusal);
     reject(id.get());
@@ -234,14 +219,18 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
   if (!err.empty()) {
     RPMEM_LOG_ERR("verbs lane %u: %s", cd->lane, err.c_str());
     if (!id->qp) reject(id.get());
-    lane_taken_[cd->lane].store(false);
+    admission_.release(cd->lane);
     lane->id = std::move(id);
     return;
   }
   lane->id = std::move(id);
   RPMEM_LOG_INFO("verbs lane %u of %u accepted", cd->lane, cd->nlanes);
   std::lock_guard lock(mu_);
-  threads_.emplace_back([this, l = std::shared_ptr<Lane>(std::move(lane))] { lane_loop(*l); });
+  try {
+    threads_.emplace_back([this, l = std::shared_ptr<Lane>(std::move(lane))] { lane_loop(*l); });
+  } catch (const std::exception &e) {  // the lane closes; the session goes on
+    RPMEM_LOG_ERR("verbs lane %u dropped: cannot start a thread: %s", cd->lane, e.what());
+  }
 }
 
 void VerbsTarget::lane_loop(Lane &lane) {
@@ -325,7 +314,7 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
       return false;
     }
     if (h->flags & kMsgInline) {
-      tcp::copy_words(pool_.base() + h->offset, msg + kMsgHeaderSize, h->length);
+      copy_words(pool_.base() + h->offset, msg + kMsgHeaderSize, h->length);
     }
     status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
   }

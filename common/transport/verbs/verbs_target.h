@@ -10,6 +10,7 @@
 #ifndef RPMEM_COMMON_TRANSPORT_VERBS_VERBS_TARGET_H
 #define RPMEM_COMMON_TRANSPORT_VERBS_VERBS_TARGET_H
 
+#include "common/transport/lane_admission.h"
 #include "common/transport/transport.h"
 #include "common/transport/verbs/verbs_rdma.h"
 
@@ -58,8 +59,7 @@ class VerbsTarget final : public Target {
 
   std::atomic<bool> stopping_{false};
   std::atomic<bool> fatal_sent_{false};
-  std::atomic<unsigned> session_nlanes_{0};
-  std::unique_ptr<std::atomic<bool>[]> lane_taken_;
+  LaneAdmission admission_;
 
   std::mutex mu_;  // guards threads_ (never touched on the data path)
   std::vector<std::thread> threads_;

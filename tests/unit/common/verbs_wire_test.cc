@@ -3,7 +3,7 @@
 // messages and replies) against golden bytes and malformed input, and the
 // flushed-range bookkeeping of GPSPM lanes. No RDMA device needed.
 #ifdef RPMEM_HAVE_VERBS
-#include "common/transport/verbs/flush_ranges.h"
+#include "common/transport/flush_ranges.h"
 #include "common/transport/verbs/verbs_wire.h"
 
 #include <gtest/gtest.h>

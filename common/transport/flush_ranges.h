@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// The ranges a GPSPM lane has flushed (RDMA WRITE only) since its last
+// The ranges a lane has flushed and not yet made durable (a tcp lane's
+// posted flushes, a GPSPM lane's RDMA WRITEs) since its last
 // drain: what the drain asks the target to make durable. Adjacent and
 // overlapping ranges merge; past `capacity` ranges everything collapses into
 // one covering range (flushing more than was written is harmless).
 // Not thread-safe: one per lane.
-#ifndef RPMEM_COMMON_TRANSPORT_VERBS_FLUSH_RANGES_H
-#define RPMEM_COMMON_TRANSPORT_VERBS_FLUSH_RANGES_H
+#ifndef RPMEM_COMMON_TRANSPORT_FLUSH_RANGES_H
+#define RPMEM_COMMON_TRANSPORT_FLUSH_RANGES_H
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-namespace rpmem::transport::verbs {
+namespace rpmem::transport {
 
 class FlushRanges {
  public:
@@ -45,6 +46,7 @@ class FlushRanges {
   }
   const std::vector<Range> &ranges() const { return ranges_; }
   bool empty() const { return ranges_.empty(); }
+  bool full() const { return ranges_.size() == capacity_; }
   void clear() { ranges_.clear(); }
 
  private:
@@ -61,6 +63,6 @@ class FlushRanges {
   std::vector<Range> ranges_;
 };
 
-}  // namespace rpmem::transport::verbs
+}  // namespace rpmem::transport
 
-#endif  // RPMEM_COMMON_TRANSPORT_VERBS_FLUSH_RANGES_H
+#endif  // RPMEM_COMMON_TRANSPORT_FLUSH_RANGES_H

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The tcp lane server: one thread serving any number of lanes of one
+// session. Each lane is a request state machine over a ByteStream: it takes
+// a request header, receives the payload straight into the pool (or, for
+// atomic writes, through its buffer with whole-word stores), makes it
+// durable and sends the reply.
+//
+// Readiness comes from epoll, so the work per request does not depend on
+// how many lanes are open: only lanes with input, or a reply to finish, are
+// looked at. When the last request came moments ago, the thread polls epoll
+// without sleeping for about a round trip (kSpinBudget) before it makes the
+// posted flushes durable and sleeps.
+#ifndef RPMEM_COMMON_TRANSPORT_TCP_LANE_SERVER_H
+#define RPMEM_COMMON_TRANSPORT_TCP_LANE_SERVER_H
+
+#include "common/transport/tcp/byte_stream.h"
+#include "common/transport/transport.h"
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+namespace rpmem::transport::tcp {
+
+class LaneServer {
+ public:
+  using FatalFn = std::function<void(const std::string &why)>;
+
+  // `fatal` is called from the server's thread when a lane sees malformed
+  // input or the server cannot go on.
+  LaneServer(TargetPool &pool, FatalFn fatal);
+  ~LaneServer();  // stop()
+  LaneServer(const LaneServer &) = delete;
+  LaneServer &operator=(const LaneServer &) = delete;
+
+  // Creates the epoll set and the thread; an error (with its reason in
+  // `why`) when either cannot be had. Called once.
+  std::error_code start(std::string &why) noexcept;
+  // Hands over an admitted lane; from any thread. After stop() the stream
+  // is closed at once.
+  void add(std::unique_ptr<ByteStream> stream, unsigned lane) noexcept;
+  // Ends the thread: every lane's posted flushes are made durable and its
+  // connection closed. Idempotent.
+  void stop() noexcept;
+
+  unsigned lanes() const noexcept { return nlanes_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Lane;
+  enum class Step { kWaiting, kMore, kEnded };
+
+  void run() noexcept;
+  void loop();
+  void adopt_inbox();
+  // Moves the lane on as far as it can without waiting; `progress` is set
+  // when it took or sent anything.
+  Step step(Lane &lane, bool &progress);
+  void complete(Lane &lane);
+  void watch(Lane &lane);  // epoll interest from the lane's state
+  void drop(Lane &lane);
+  void wake() noexcept;
+
+  TargetPool &pool_;
+  FatalFn fatal_;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::atomic<unsigned> nlanes_{0};
+  std::thread thread_;
+
+  std::mutex mu_;  // guards inbox_, fds_ and stopped_; never taken per request
+  std::vector<std::pair<std::unique_ptr<ByteStream>, unsigned>> inbox_;
+  std::vector<int> fds_;  // of the lanes being served: stop() shuts them down
+  bool stopped_ = false;  // the thread took its last look at the inbox
+  std::atomic<bool> has_new_{false};
+
+  // The thread's own: every lane, the ones to step again without waiting,
+  // and the ones with posted flushes not yet durable.
+  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<Lane *> runnable_;
+  std::vector<Lane *> dirty_;
+};
+
+}  // namespace rpmem::transport::tcp
+
+#endif  // RPMEM_COMMON_TRANSPORT_TCP_LANE_SERVER_H
