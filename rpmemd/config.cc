@@ -39,6 +39,8 @@ enum class Key {
   kTlsCert,
   kTlsKey,
   kNthreads,
+  kMaxLanes,
+  kPeerTimeout,
 };
 
 std::optional<Key> find_key(std::string_view name) {
@@ -54,6 +56,8 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "tls-cert") return Key::kTlsCert;
   if (name == "tls-key") return Key::kTlsKey;
   if (name == "nthreads") return Key::kNthreads;
+  if (name == "max-lanes") return Key::kMaxLanes;
+  if (name == "peer-timeout") return Key::kPeerTimeout;
   return std::nullopt;
 }
 
@@ -151,6 +155,20 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
       out.nthreads = *n;
       return true;
     }
+    case Key::kMaxLanes: {  // 1..1024
+      if (!value) return false;
+      auto n = parse_count(*value);
+      if (!n || *n == 0 || *n > kMaxLanesLimit) return false;
+      out.max_lanes = *n;
+      return true;
+    }
+    case Key::kPeerTimeout: {  // seconds; 0: the system's TCP defaults
+      if (!value) return false;
+      auto n = parse_count(*value);
+      if (!n || *n > 86400) return false;
+      out.peer_timeout = std::chrono::seconds(*n);
+      return true;
+    }
   }
   return false;
 }
@@ -213,6 +231,8 @@ po::options_description command_line_options() {
       ("force,f", "")                               //
       ("pool-set,s", "")                            //
       ("nthreads,t", po::value<std::string>())      //
+      ("max-lanes", po::value<std::string>())       //
+      ("peer-timeout", po::value<std::string>())    //
       ("log-file", po::value<std::string>())        //
       ("poolset-dir", po::value<std::string>())     //
       ("persist-apm", "")                           //
@@ -359,6 +379,9 @@ std::string usage_text(const char *argv0) {
       "  -f, --force                   ignore errors when removing a pool\n"
       "  -s, --pool-set                with --remove, remove the poolset file too\n"
       "  -t, --nthreads <num>          threads serving lanes (0: one per lane, up to #CPUs)\n"
+      "      --max-lanes <num>         lanes granted to a pool at most (1..1024, default 64)\n"
+      "      --peer-timeout <sec>      a vanished client's connections end after about this\n"
+      "                                long (default 30; 0: the system's TCP defaults)\n"
       "  -h, --help                    display help message and exit\n"
       "  -V, --version                 display target daemon version and exit\n"
       "      --log-file <path>         log file location\n"

@@ -10,11 +10,15 @@
 
 #include "common/log.h"
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace rpmemd {
+
+inline constexpr unsigned kMaxLanesLimit = 1024;
+inline constexpr unsigned kDefaultMaxLanes = 64;
 
 struct Config {
   std::string log_file = "/var/log/rpmemd.log";
@@ -24,6 +28,13 @@ struct Config {
   bool use_syslog = true;
   rpmem::log::Level log_level = rpmem::log::Level::kErr;
   unsigned nthreads = 0;  // threads serving tcp lanes; 0: one per lane, at most one per CPU
+  // Lanes granted to one pool at most, whatever the client asks (1..1024).
+  unsigned max_lanes = kDefaultMaxLanes;
+  // How soon a client that vanished without closing (power, network) loses
+  // its session and its pool lock: TCP keepalive and TCP_USER_TIMEOUT on
+  // every connection, and, in service mode, the control channel's idle
+  // bound. 0: the system's TCP defaults (hours).
+  std::chrono::seconds peer_timeout{30};
 
   // Service mode: a long-running daemon on a TCP port, mutual TLS on the
   // control channel; a client certificate's common name CN may use the pool

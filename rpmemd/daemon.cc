@@ -78,6 +78,11 @@ int Daemon::run() {
   params.transports = rpmem::transport::available_transports();
   params.persist_apm = config_.persist_apm;
   params.nthreads = config_.nthreads;
+  params.max_lanes = config_.max_lanes;
+  params.peer_timeout = config_.peer_timeout;
+  // Lanes may come from another address than the ssh connection (a jump
+  // host, a multihomed client): in ssh mode the session secret alone binds
+  // them.
   if (params.listen_address.empty())
     RPMEM_LOG_WARN("SSH_CONNECTION not set: lanes are accepted on every address");
   else

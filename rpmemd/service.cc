@@ -287,6 +287,9 @@ void Service::serve(ssl::context &ctx, int fd, unsigned id, const std::string &p
   params.transports = hello.transports;
   params.persist_apm = config_.persist_apm;
   params.nthreads = config_.nthreads;
+  params.max_lanes = config_.max_lanes;
+  params.peer_address = peer;
+  params.peer_timeout = config_.peer_timeout;
   Session session(store, control, params, -1);
   session.run();
   stream.shutdown(ec);

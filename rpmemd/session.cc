@@ -138,7 +138,11 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
                   pool_->size(), static_cast<unsigned long long>(req.pool_size));
     return undo(Status::kBadSize);
   }
-  unsigned nlanes = std::min({req.nlanes, kMaxLanes, lanes_fd_budget((offered & verbs) ? 2 : 1)});
+  // The grant: what the client asks, at most max-lanes (lanes beyond the
+  // threads that serve them only cost descriptors and memory), and what the
+  // descriptor limit leaves room for.
+  unsigned nlanes = std::min({req.nlanes, std::min(params_.max_lanes, kMaxLanes),
+                              lanes_fd_budget((offered & verbs) ? 2 : 1)});
   if (nlanes == 0) {
     RPMEM_LOG_ERR("no file descriptors left for lanes (RLIMIT_NOFILE)");
     return undo(Status::kBadNlanes);
@@ -151,6 +155,8 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   tp.secret = resp.secret;
   tp.max_lanes = nlanes;
   tp.nthreads = params_.nthreads;
+  tp.peer_address = params_.peer_address;
+  tp.peer_timeout = params_.peer_timeout;
   const int fatal_fd = fatal_fd_;
   tp.on_fatal = [fatal_fd](const std::string &) {
     uint64_t one = 1;

@@ -11,6 +11,7 @@
 #include "rpmemd/control_io.h"
 #include "rpmemd/pool_store.h"
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -29,7 +30,10 @@ struct SessionParams {
   std::string listen_address;  // where lanes connect; empty = any
   uint32_t transports = 0;     // what this daemon offers
   bool persist_apm = false;
-  unsigned nthreads = 0;  // threads serving tcp lanes; 0: one per lane, at most one per CPU
+  unsigned nthreads = 0;     // threads serving tcp lanes; 0: one per lane, at most one per CPU
+  unsigned max_lanes = 64;   // granted at most (Config::max_lanes)
+  std::string peer_address;  // the client's address: data connections come from it
+  std::chrono::milliseconds peer_timeout{0};  // Config::peer_timeout
 };
 
 class Session {
