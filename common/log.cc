@@ -17,9 +17,10 @@ namespace {
 
 std::atomic<Level> g_threshold{Level::kNone};
 std::mutex g_mu;
-Sink g_sink = Sink::kStderr;  // guarded by g_mu
-int g_fd = STDERR_FILENO;     // guarded by g_mu
-std::string g_ident = "rpmem";
+Sink g_sink = Sink::kStderr;       // guarded by g_mu
+int g_fd = STDERR_FILENO;          // guarded by g_mu
+std::string g_ident = "rpmem";     // guarded by g_mu
+Prefix g_prefix = Prefix::kIdent;  // guarded by g_mu
 
 int syslog_priority(Level level) {
   switch (level) {
@@ -64,7 +65,8 @@ const char *level_name(Level level) {
   }
 }
 
-bool configure(Level threshold, Sink sink, const std::string &path, const std::string &ident) {
+bool configure(Level threshold, Sink sink, const std::string &path, const std::string &ident,
+               Prefix prefix) {
   std::lock_guard lock(g_mu);
   int fd = STDERR_FILENO;
   if (sink == Sink::kFile) {
@@ -76,6 +78,7 @@ bool configure(Level threshold, Sink sink, const std::string &path, const std::s
   g_fd = fd;
   g_sink = sink;
   g_ident = ident;
+  g_prefix = prefix;
   if (sink == Sink::kSyslog) openlog(g_ident.c_str(), LOG_NDELAY | LOG_PID, LOG_USER);
   g_threshold.store(threshold, std::memory_order_relaxed);
   return true;
@@ -99,8 +102,11 @@ void write(Level level, const char *fmt, ...) {
     syslog(syslog_priority(level), "%s", text.c_str());
     return;
   }
-  std::string line =
-      g_ident + "[" + std::to_string(getpid()) + "]: <" + level_name(level) + "> " + text + "\n";
+  std::string line;
+  if (g_prefix == Prefix::kIdent)
+    line = g_ident + "[" + std::to_string(getpid()) + "]: <" + level_name(level) + "> ";
+  line += text;
+  line += '\n';
   ssize_t off = 0;
   while (off < static_cast<ssize_t>(line.size())) {
     ssize_t n = ::write(g_fd, line.data() + off, line.size() - off);

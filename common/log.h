@@ -16,20 +16,27 @@ enum class Level { kNone = 0, kErr = 1, kWarn = 2, kNotice = 3, kInfo = 4, kDebu
 
 enum class Sink { kStderr, kFile, kSyslog };
 
+// How a stderr or file line starts. kIdent: "<ident>[<pid>]: <<level>> "
+// (librpmem's log, rpmemd's stderr). kBare: nothing, the message alone, as
+// PMDK's rpmemd wrote its --log-file. Syslog lines are always bare: syslog
+// adds its own prefix.
+enum class Prefix { kIdent, kBare };
+
 // Parses "err|warn|notice|info|debug"; nullopt for anything else.
 std::optional<Level> parse_level(std::string_view name);
 const char *level_name(Level level);
 
 // Sets the threshold and the sink. For kFile, `path` is opened for append
 // (a failure returns false and keeps the previous sink). `ident` prefixes
-// stderr/file lines and names the syslog identity.
+// stderr/file lines (unless `prefix` is kBare) and names the syslog identity.
 bool configure(Level threshold, Sink sink, const std::string &path = {},
-               const std::string &ident = "rpmem");
+               const std::string &ident = "rpmem", Prefix prefix = Prefix::kIdent);
 
 Level threshold();
 inline bool enabled(Level level) { return level != Level::kNone && level <= threshold(); }
 
-// printf-style; tabs in the message are written as four spaces.
+// printf-style; tabs in the message are written as four spaces. One call is
+// one line: a block (a heading and its indented lines) is several calls.
 void write(Level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 }  // namespace rpmem::log

@@ -22,14 +22,38 @@ int fail(int err, const std::string &msg) {
   return err;
 }
 
-// A message for a control-channel failure before the session is set up.
+// `msg` is PMDK's text for the failure, the one rpmem_errormsg() gives;
+// what we know beyond it goes to the library's log only.
+int fail(int err, const std::string &msg, const std::string &detail) {
+  if (!detail.empty()) RPMEM_LOG_ERR("%s -- %s", msg.c_str(), detail.c_str());
+  return fail(err, msg);
+}
+
+std::string with_errno(const char *msg, int err) { return std::string(msg) + ": " + strerror(err); }
+
+// A control-channel failure while it is set up (before the first status).
 int oob_failure(std::error_code ec, ControlChannel &ch) {
   int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
-  std::string msg = std::string("out-of-band connection failed: ") + strerror(err);
-  if (ec == std::errc::timed_out) msg += " (no answer in time)";
-  std::string line = ch.diagnostics();
-  if (!line.empty()) msg += ": " + line;
-  return fail(err, msg);
+  std::string detail = ch.diagnostics();
+  if (ec == std::errc::timed_out)
+    detail = "no answer in time" + (detail.empty() ? "" : ": " + detail);
+  else if (detail.empty())
+    detail = ec.message();
+  return fail(err, with_errno("out-of-band connection failed", err), detail);
+}
+
+// A failed exchange of a create/open request, in PMDK's words.
+int request_failure(std::error_code ec, ControlChannel &ch, bool create, bool sending) {
+  int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
+  std::string what = std::string(sending ? "sending " : "receiving ") +
+                     (create ? "create" : "open") +
+                     (sending ? " request message failed" : " request response failed");
+  std::string detail = ch.diagnostics();
+  if (ec == std::errc::timed_out)
+    detail = "no answer in time" + (detail.empty() ? "" : ": " + detail);
+  else if (detail.empty())
+    detail = ec.message();
+  return fail(err, with_errno(what.c_str(), err), detail);
 }
 
 // Sends `request` and receives its status reply (`reply_type`). A failed
@@ -50,7 +74,7 @@ std::error_code status_exchange(ControlChannel &ch, const proto::Bytes &request,
 int remove_from_service(const TargetAddress &target, const Settings &settings,
                         const std::string &pool_set, int flags) {
   auto tls = TlsChannel::connect(target, settings);
-  if (!tls) return fail(tls.error().code.value(), "remote command failed: " + tls.error().message);
+  if (!tls) return fail(tls.error().code.value(), "remote command failed", tls.error().message);
   auto &ch = *tls.value();
   const auto timeout = settings.control_timeout();
   proto::Bytes payload;
@@ -59,7 +83,7 @@ int remove_from_service(const TargetAddress &target, const Settings &settings,
   if (!ec && !(hello = proto::decode_hello(payload))) ec = errc(EPROTO);
   if (!ec && hello->status != 0)
     return fail(hello->status < 4096 ? static_cast<int>(hello->status) : EPROTO,
-                std::string("remote command failed: ") + strerror(static_cast<int>(hello->status)));
+                "remote command failed", strerror(static_cast<int>(hello->status)));
   if (pool_set.size() > proto::kMaxPoolSetName || pool_set.empty())
     return fail(EINVAL, proto::status_message(proto::Status::kBadName));
   proto::Status status = proto::Status::kSuccess;
@@ -68,11 +92,13 @@ int remove_from_service(const TargetAddress &target, const Settings &settings,
         ch, proto::encode(proto::RemoveRequest{static_cast<uint32_t>(flags), pool_set}),
         MsgType::kRemoveResp, timeout, status);
   ch.close(timeout);
-  if (ec)
-    return fail(ec.value() == EPROTO ? EPROTO : ECONNRESET, "waiting for remote command failed");
+  if (ec) {
+    int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
+    return fail(err, with_errno("waiting for remote command failed", err), ec.message());
+  }
   if (status != proto::Status::kSuccess)
-    return fail(proto::status_to_errno(status),
-                std::string("remote command failed: ") + proto::status_message(status));
+    return fail(proto::status_to_errno(status), "remote command failed",
+                proto::status_message(status));
   return 0;
 }
 
@@ -101,7 +127,9 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
                   PoolAttr *open_attr) noexcept try {
   init_logging_once();
   auto target = parse_target(args.target);
-  if (!target) return fail(EINVAL, target.error().message + ": parsing target node address failed");
+  if (!target)
+    return fail(EINVAL, with_errno("parsing target node address failed", EINVAL),
+                target.error().message);
   Settings settings = Settings::from_env();
   uint32_t transports = client_transports(settings);
   if (!transports) return fail(ENOMEDIUM, "cannot find provider");
@@ -115,7 +143,10 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
     channel = std::move(tls.value());
   } else {
     auto spawned = SshChannel::spawn(settings, *target, settings.next_cmd(), {});
-    if (!spawned) return fail(spawned.error().code.value(), spawned.error().message);
+    if (!spawned) {
+      int err = spawned.error().code.value();
+      return fail(err, with_errno("out-of-band connection failed", err), spawned.error().message);
+    }
     channel = std::move(spawned.value());
   }
   auto &ch = *channel;
@@ -127,9 +158,7 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   if (!hello) return oob_failure(errc(EPROTO), ch);
   if (hello->status != 0) {
     int err = hello->status < 4096 ? static_cast<int>(hello->status) : EPROTO;
-    std::string msg = std::string("out-of-band connection failed: ") + strerror(err);
-    if (auto line = ch.diagnostics(); !line.empty()) msg += ": " + line;
-    return fail(err, msg);
+    return fail(err, with_errno("out-of-band connection failed", err), ch.diagnostics());
   }
   if (hello->major != proto::kMajor)
     return fail(EPROTONOSUPPORT, proto::status_message(proto::Status::kBadProto));
@@ -145,8 +174,9 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
     return fail(EINVAL, proto::status_message(proto::Status::kBadName));
   if (auto ec =
           ch.send(proto::encode(args.create ? MsgType::kCreate : MsgType::kOpen, req), ctl_timeout))
-    return oob_failure(ec, ch);
-  if (auto ec = ch.recv(MsgType::kPoolResp, payload, ctl_timeout)) return oob_failure(ec, ch);
+    return request_failure(ec, ch, args.create, true);
+  if (auto ec = ch.recv(MsgType::kPoolResp, payload, ctl_timeout))
+    return request_failure(ec, ch, args.create, false);
   auto resp = proto::decode_pool_response(payload);
   if (!resp || (resp->status == proto::Status::kSuccess && resp->nlanes > req.nlanes))
     return fail(EPROTO, "invalid response from the target");
@@ -182,7 +212,9 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
     proto::CloseRequest close{args.create ? proto::kCloseRemove : 0};
     if (!pool->channel_->send(proto::encode(close), ctl_timeout))
       pool->channel_->recv(MsgType::kCloseResp, payload, ctl_timeout);
-    return fail(lanes.error().code.value(), lanes.error().message);
+    int err = lanes.error().code.value();
+    return fail(err, with_errno("establishing in-band connection failed", err),
+                lanes.error().message);
   }
   pool->lanes_ = std::move(lanes.value());
   nlanes = resp->nlanes;
@@ -241,11 +273,18 @@ int Pool::persist(size_t offset, size_t length, unsigned lane, unsigned flags) n
                      "persist");
 }
 
+// PMDK's deep_persist and read had one text for every failure after the
+// header check: "persist operation failed" and "read operation failed: ...".
+// What went wrong is in the library's log.
 int Pool::deep_persist(size_t offset, size_t length, unsigned lane) noexcept {
-  if (int err = check(offset, length, lane, true)) return err;
-  if (length == 0) return 0;
-  return lane_result(lanes_[lane]->write(transport::DataOp::kDeepPersist, offset, length, false),
-                     "persist");
+  if (error_.load(std::memory_order_relaxed) || (has_headers_ && offset < kPoolHdrSize && length))
+    return check(offset, length, lane, true);  // the header, or a lost connection
+  int err = check(offset, length, lane, false);
+  if (err == 0 && length > 0)
+    err = lane_result(lanes_[lane]->write(transport::DataOp::kDeepPersist, offset, length, false),
+                      "persist");
+  if (err != 0) set_errormsg("persist operation failed");
+  return err;
 }
 
 int Pool::flush(size_t offset, size_t length, unsigned lane, unsigned flags) noexcept {
@@ -269,9 +308,11 @@ int Pool::drain(unsigned lane, unsigned flags) noexcept {
 }
 
 int Pool::read(void *buf, size_t offset, size_t length, unsigned lane) noexcept {
-  if (int err = check(offset, length, lane, false)) return err;
-  if (length == 0) return 0;
-  return lane_result(lanes_[lane]->read(buf, offset, length), "read");
+  if (error_.load(std::memory_order_relaxed)) return check(offset, length, lane, false);
+  int err = check(offset, length, lane, false);
+  if (err == 0 && length > 0) err = lane_result(lanes_[lane]->read(buf, offset, length), "read");
+  if (err != 0) set_errormsg("read operation failed: %s", strerror(err));
+  return err;
 }
 
 int Pool::set_attr(const PoolAttr *attr) noexcept try {
@@ -285,16 +326,16 @@ int Pool::set_attr(const PoolAttr *attr) noexcept try {
   proto::Status status = proto::Status::kSuccess;
   if (auto ec = status_exchange(*channel_, proto::encode(req), MsgType::kSetAttrResp,
                                 settings_.control_timeout(), status)) {
-    set_errormsg("set attributes failed: %s", strerror(ec.value()));
+    set_errormsg("receiving set attributes request response failed: %s", strerror(ec.value()));
     return ec.value();
   }
   if (status != proto::Status::kSuccess) {
-    set_errormsg("set attributes failed: %s", proto::status_message(status));
+    set_errormsg("%s", proto::status_message(status));
     return proto::status_to_errno(status);
   }
   return 0;
 } catch (...) {
-  set_errormsg("set attributes failed: out of memory");
+  set_errormsg("set attributes request failed: out of memory");
   return ENOMEM;
 }
 
@@ -307,16 +348,17 @@ int Pool::close() noexcept try {
                                        MsgType::kCloseResp, timeout, status);
   channel_->close(timeout);
   if (ec) {
-    set_errormsg("close failed: %s", strerror(ec.value()));
+    set_errormsg("close request failed: %s", strerror(ec.value()));
     return ec.value();
   }
   if (status != proto::Status::kSuccess) {
-    set_errormsg("close failed: %s", proto::status_message(status));
+    RPMEM_LOG_ERR("%s", proto::status_message(status));
+    set_errormsg("close request failed: %s", strerror(proto::status_to_errno(status)));
     return proto::status_to_errno(status);
   }
   return 0;
 } catch (...) {
-  set_errormsg("close failed: out of memory");
+  set_errormsg("close request failed: %s", strerror(ENOMEM));
   return ENOMEM;
 }
 
@@ -324,27 +366,32 @@ int Pool::remove(const std::string &target_str, const std::string &pool_set, int
     try {
   init_logging_once();
   auto target = parse_target(target_str);
-  if (!target) return fail(EINVAL, target.error().message + ": parsing target node address failed");
+  if (!target)
+    return fail(EINVAL, with_errno("parsing target node address failed", EINVAL),
+                target.error().message);
   Settings settings = Settings::from_env();
   if (target->service) return remove_from_service(*target, settings, pool_set, flags);
   std::vector<std::string> args{"--remove", pool_set};
   if (flags & 0x1) args.emplace_back("--force");
   if (flags & 0x2) args.emplace_back("--pool-set");
   auto spawned = SshChannel::spawn(settings, *target, settings.next_cmd(), args);
-  if (!spawned) return fail(spawned.error().code.value(), spawned.error().message);
+  if (!spawned) {
+    int err = spawned.error().code.value();
+    return fail(err, with_errno("executing ssh command failed", err), spawned.error().message);
+  }
   auto &ch = *spawned.value();
   auto ec = ch.wait_eof(settings.control_timeout());
   if (ec) {
     ch.close_and_wait(settings.control_timeout());
-    return fail(ec.value() == EPROTO ? EPROTO : ETIMEDOUT, "waiting for remote command failed");
+    int err = ec.value() == EPROTO ? EPROTO : ETIMEDOUT;
+    return fail(err, with_errno("waiting for remote command failed", err), ec.message());
   }
   int status = ch.close_and_wait(settings.control_timeout());
-  if (status == -1 || !WIFEXITED(status)) return fail(ECONNRESET, "remote command failed");
-  if (int code = WEXITSTATUS(status)) {
-    std::string msg = "remote command failed";
-    if (auto line = ch.stderr_line(); !line.empty()) msg += ": " + line;
-    return fail(code, msg);
-  }
+  if (status == -1 || !WIFEXITED(status))
+    return fail(ECONNRESET, "remote command failed", "the remote command did not exit normally");
+  if (int code = WEXITSTATUS(status))
+    return fail(code, "remote command failed",
+                "exit status " + std::to_string(code) + ": " + ch.stderr_line());
   return 0;
 } catch (...) {
   return fail(ENOMEM, "out of memory");

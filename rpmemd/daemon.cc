@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -37,27 +38,59 @@ std::string listen_address_from_ssh(const char *ssh_connection) {
   return server;
 }
 
+namespace {
+
+const char *str_or_null(const char *s) { return s ? s : "(null)"; }
+
+// The configuration, as PMDK's rpmemd logged it at startup.
+void log_configuration(const Config &config) {
+  RPMEM_LOG_NOTICE("configuration");
+  RPMEM_LOG_NOTICE("\tpool set directory: '%s'", config.poolset_dir.c_str());
+  RPMEM_LOG_NOTICE("\tpersist method: %s", config.persist_apm
+                                               ? "Appliance Persistency Method"
+                                               : "General Purpose Server Persistency Method");
+  RPMEM_LOG_NOTICE("\tnumber of threads: %u", config.nthreads);
+  RPMEM_LOG_DEBUG("\tpersist APM: %s", config.persist_apm ? "yes" : "no");
+  RPMEM_LOG_DEBUG("\tpersist GPSPM: %s", config.persist_general ? "yes" : "no");
+  RPMEM_LOG_DEBUG("\tuse syslog: %s", config.use_syslog ? "yes" : "no");
+  RPMEM_LOG_DEBUG("\tlog file: %s", config.use_syslog ? "(null)" : config.log_file.c_str());
+  RPMEM_LOG_DEBUG("\tlog level: %s", rpmem::log::level_name(config.log_level));
+}
+
+}  // namespace
+
 int Daemon::run() {
   namespace log = rpmem::log;
   if (config_.use_syslog) {
     log::configure(config_.log_level, log::Sink::kSyslog, {}, "rpmemd");
   } else if (config_.log_file == "-") {  // stderr: the journal under systemd
     log::configure(config_.log_level, log::Sink::kStderr, {}, "rpmemd");
-  } else if (!log::configure(config_.log_level, log::Sink::kFile, config_.log_file, "rpmemd")) {
-    throw SetupError(errno, "cannot open log file '" + config_.log_file + "'");
+  } else if (!log::configure(config_.log_level, log::Sink::kFile, config_.log_file, "rpmemd",
+                             log::Prefix::kBare)) {
+    const int err = errno;
+    throw SetupError(err,
+                     "cannot open log file -- '" + config_.log_file + "': " + std::strerror(err));
   }
+  RPMEM_LOG_INFO("%s", version_text().c_str());
   if (!is_absolute_dir(config_.poolset_dir))
-    throw SetupError(EINVAL, "poolset-dir must be an absolute path: '" + config_.poolset_dir + "'");
+    throw SetupError(EINVAL,
+                     "root directory is not an absolute path -- '" + config_.poolset_dir + "'");
   int dir = ::open(config_.poolset_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) throw SetupError(errno, "cannot open poolset-dir '" + config_.poolset_dir + "'");
+  if (dir < 0) {
+    const int err = errno;
+    throw SetupError(err, "cannot open pool set directory -- '" + config_.poolset_dir +
+                              "': " + std::strerror(err));
+  }
   ::close(dir);
-  if (const char *user = std::getenv("USER")) RPMEM_LOG_INFO("user: %s", user);
-  RPMEM_LOG_INFO("pool set directory: %s", config_.poolset_dir.c_str());
 
-  if (config_.service && !config_.remove) return Service(config_).run();
+  if (config_.service && !config_.remove) {
+    log_configuration(config_);
+    return Service(config_).run();
+  }
 
   PoolStore store(config_.poolset_dir);
   if (config_.remove) {
+    RPMEM_LOG_INFO("removing '%s'", config_.remove->c_str());
     auto ec = store.remove(*config_.remove, config_.force, config_.remove_poolset);
     if (ec) {
       RPMEM_LOG_ERR("removing '%s' failed: %s", config_.remove->c_str(), ec.message().c_str());
@@ -65,6 +98,7 @@ int Daemon::run() {
                    ec.message().c_str());
       return ec.value() == kBadName ? EINVAL : ec.value();
     }
+    RPMEM_LOG_NOTICE("removed '%s'", config_.remove->c_str());
     return 0;
   }
 
@@ -83,12 +117,13 @@ int Daemon::run() {
   // Lanes may come from another address than the ssh connection (a jump
   // host, a multihomed client): in ssh mode the session secret alone binds
   // them.
-  if (params.listen_address.empty())
-    RPMEM_LOG_WARN("SSH_CONNECTION not set: lanes are accepted on every address");
-  else
-    RPMEM_LOG_INFO("ssh connection: %s", ssh_conn);
 
   send_hello(0);
+  RPMEM_LOG_NOTICE("ssh connection: %s", str_or_null(ssh_conn));
+  RPMEM_LOG_NOTICE("user: %s", str_or_null(std::getenv("USER")));
+  log_configuration(config_);
+  if (params.listen_address.empty())
+    RPMEM_LOG_WARN("SSH_CONNECTION not set: lanes are accepted on every address");
   ControlIo io(STDIN_FILENO, STDOUT_FILENO);
   Session session(store, io, params, sfd);
   SessionEnd end = session.run();

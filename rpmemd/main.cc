@@ -8,6 +8,23 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <string_view>
+
+namespace {
+
+// One log line per line of `text` (a config error is the message, then the
+// offending line): a log line never holds a newline.
+void log_error_lines(std::string_view text) {
+  while (!text.empty()) {
+    size_t nl = text.find('\n');
+    std::string_view line = text.substr(0, nl);
+    RPMEM_LOG_ERR("%.*s", static_cast<int>(line.size()), line.data());
+    if (nl == std::string_view::npos) break;
+    text.remove_prefix(nl + 1);
+  }
+}
+
+}  // namespace
 
 int main(int argc, char *argv[]) {
   ::signal(SIGPIPE, SIG_IGN);
@@ -25,12 +42,12 @@ int main(int argc, char *argv[]) {
     }
     return rpmemd::Daemon(config).run();
   } catch (const rpmem::SetupError &e) {
-    RPMEM_LOG_ERR("%s", e.what());
+    log_error_lines(e.what());
     // Under ssh the client reports this errno; a service has no client yet.
     if (!config.service) rpmemd::send_hello(e.code().value());
     return 1;
   } catch (const std::exception &e) {
-    RPMEM_LOG_ERR("%s", e.what());
+    log_error_lines(e.what());
     if (!config.service) rpmemd::send_hello(EREMOTEIO);
     return 1;
   }

@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 
 namespace rpmemd {
@@ -43,6 +44,51 @@ bool random_secret(proto::Secret &s) {
     got += static_cast<size_t>(n);
   }
   return true;
+}
+
+const char *kGpspmName = "General Purpose Server Persistency Method";
+const char *kApmName = "Appliance Persistency Method";
+
+// The transports in bit mask `t`, by name: "verbs", "tcp", "verbs, tcp".
+std::string provider_names(uint32_t t) {
+  const uint32_t tcp = proto::transport_bit(proto::TransportKind::kTcp);
+  const uint32_t verbs = proto::transport_bit(proto::TransportKind::kVerbs);
+  std::string out;
+  if (t & verbs) out = "verbs";
+  if (t & tcp) out += out.empty() ? "tcp" : ", tcp";
+  return out.empty() ? "(none)" : out;
+}
+
+// A UUID as PMDK printed it: the first three fields read in host byte order.
+std::string uuid_str(const std::array<uint8_t, 16> &u) {
+  uint32_t time_low;
+  uint16_t time_mid, time_hi;
+  std::memcpy(&time_low, &u[0], 4);
+  std::memcpy(&time_mid, &u[4], 2);
+  std::memcpy(&time_hi, &u[6], 2);
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-%04x-%02x%02x-%02x%02x%02x%02x%02x%02x", time_low,
+                time_mid, time_hi, u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
+  return buf;
+}
+
+// The lines under "pool attributes:"; nullptr (no headers) is "NULL".
+void log_pool_attr(const rpmem::PoolAttr *attr) {
+  if (!attr) {
+    RPMEM_LOG_INFO("\tNULL");
+    return;
+  }
+  const auto &sig = attr->signature;
+  RPMEM_LOG_INFO("\tsignature: '%.*s'", static_cast<int>(strnlen(sig.data(), sig.size())),
+                 sig.data());
+  RPMEM_LOG_INFO("\tmajor: %u", attr->major);
+  RPMEM_LOG_INFO("\tcompat_features: 0x%x", attr->compat_features);
+  RPMEM_LOG_INFO("\tincompat_features: 0x%x", attr->incompat_features);
+  RPMEM_LOG_INFO("\tro_compat_features: 0x%x", attr->ro_compat_features);
+  RPMEM_LOG_INFO("\tpoolset_uuid: %s", uuid_str(attr->poolset_uuid).c_str());
+  RPMEM_LOG_INFO("\tuuid: %s", uuid_str(attr->uuid).c_str());
+  RPMEM_LOG_INFO("\tnext_uuid: %s", uuid_str(attr->next_uuid).c_str());
+  RPMEM_LOG_INFO("\tprev_uuid: %s", uuid_str(attr->prev_uuid).c_str());
 }
 
 }  // namespace
@@ -82,35 +128,58 @@ void Session::release(bool remove) noexcept {
   target_.reset();
   view_.reset();
   if (!pool_) return;
-  if (remove) {
-    if (auto ec = pool_->remove_parts())
-      RPMEM_LOG_ERR("removing the pool failed: %s", ec.message().c_str());
-  }
+  // Logged in PMDK's order: closing, closed, removing, removed (the parts
+  // are unlinked before the pool is unlocked).
+  RPMEM_LOG_NOTICE("closing pool");
+  std::error_code removed;
+  if (remove) removed = pool_->remove_parts();
   pool_.reset();  // durable, unmapped, unlocked
+  RPMEM_LOG_INFO("pool closed");
+  if (remove) {
+    RPMEM_LOG_NOTICE("removing '%s'", pool_set_.c_str());
+    if (removed)
+      RPMEM_LOG_ERR("removing pool '%s' failed: %s", pool_set_.c_str(), removed.message().c_str());
+    else
+      RPMEM_LOG_INFO("removed '%s'", pool_set_.c_str());
+  }
 }
 
 void Session::log_policy() const {
   // APM needs RDMA reads (verbs); over tcp every persist goes through this daemon.
   RPMEM_LOG_NOTICE("persistency policy:");
   if (apm_) {
-    RPMEM_LOG_NOTICE("\tpersist method: Appliance Persistency Method");
+    RPMEM_LOG_NOTICE("\tpersist method: %s", kApmName);
     RPMEM_LOG_NOTICE("\tpersist flush: none");
     return;
   }
-  RPMEM_LOG_NOTICE("\tpersist method: General Purpose Server Persistency Method");
+  RPMEM_LOG_NOTICE("\tpersist method: %s", kGpspmName);
   RPMEM_LOG_NOTICE("\tpersist flush: %s", pool_->is_pmem() ? "pmem_persist" : "pmem_msync");
 }
 
 Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
                                proto::PoolResponse &resp) {
   const bool create = type == MsgType::kCreate;
-  if (pool_) return Status::kFatal;  // one pool per session
-  if (req.major != proto::kMajor) return Status::kBadProto;
-  if (req.nlanes == 0) return Status::kBadNlanes;
+  if (pool_) {  // one pool per session
+    RPMEM_LOG_ERR("pool already opened");
+    return Status::kFatal;
+  }
+  if (req.major != proto::kMajor) {
+    RPMEM_LOG_ERR("unsupported protocol version -- %u.%u", req.major, req.minor);
+    return Status::kBadProto;
+  }
+  if (req.nlanes == 0) {
+    RPMEM_LOG_ERR("invalid number of lanes -- %u", req.nlanes);
+    return Status::kBadNlanes;
+  }
   const uint32_t tcp = proto::transport_bit(proto::TransportKind::kTcp);
   const uint32_t verbs = proto::transport_bit(proto::TransportKind::kVerbs);
   const uint32_t offered = req.transports & params_.transports;
-  if ((offered & (tcp | verbs)) == 0) return Status::kProvNoSup;
+  if ((offered & (tcp | verbs)) == 0) {
+    RPMEM_LOG_ERR("provider not supported -- %s (this daemon offers %s)",
+                  provider_names(req.transports).c_str(),
+                  provider_names(params_.transports).c_str());
+    return Status::kProvNoSup;
+  }
 
   rpmem::PoolAttr attr = req.attr;
   std::error_code ec;
@@ -120,22 +189,28 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     ec = store_.open(req.pool_set, pool_, attr);
   }
   if (ec) {
-    RPMEM_LOG_ERR("%s '%s' failed: %s", create ? "create" : "open", req.pool_set.c_str(),
-                  ec.message().c_str());
+    // A name outside the directory was logged when it was refused.
+    if (ec.value() != kBadName)
+      RPMEM_LOG_ERR("cannot %s pool set -- '%s/%s': %s", create ? "create" : "open",
+                    store_.dir().c_str(), req.pool_set.c_str(), ec.message().c_str());
     return proto::errno_to_status(ec.value());
   }
   created_ = create;
+  pool_set_ = req.pool_set;
+  if (!create) {
+    RPMEM_LOG_NOTICE("pool attributes:");
+    log_pool_attr(&attr);
+  }
   auto undo = [&](Status s) {
     release(create);
     return s;
   };
   if (pool_->size() < rpmem::kMinPool) {
-    RPMEM_LOG_ERR("pool '%s': net size %zu below the minimum", req.pool_set.c_str(), pool_->size());
+    RPMEM_LOG_ERR("invalid pool size -- must be >= %zu", rpmem::kMinPool);
     return undo(Status::kPoolCfg);
   }
   if (pool_->size() < req.pool_size) {
-    RPMEM_LOG_ERR("pool '%s': net size %zu smaller than requested %llu", req.pool_set.c_str(),
-                  pool_->size(), static_cast<unsigned long long>(req.pool_size));
+    RPMEM_LOG_ERR("requested size is too big");
     return undo(Status::kBadSize);
   }
   // The grant: what the client asks, at most max-lanes (lanes beyond the
@@ -147,7 +222,10 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     RPMEM_LOG_ERR("no file descriptors left for lanes (RLIMIT_NOFILE)");
     return undo(Status::kBadNlanes);
   }
-  if (!random_secret(resp.secret)) return undo(Status::kFatal);
+  if (!random_secret(resp.secret)) {
+    RPMEM_LOG_ERR("cannot generate the session secret: %s", std::strerror(errno));
+    return undo(Status::kFatal);
+  }
 
   view_ = std::make_unique<PoolView>(*pool_, req.pool_size);
   rpmem::transport::TargetParams tp;
@@ -191,11 +269,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
       return undo(Status::kFatalConn);
     }
   }
-  RPMEM_LOG_NOTICE("transport: %s (client accepts%s%s, this daemon offers%s%s)",
-                   kind == proto::TransportKind::kVerbs ? "verbs" : "tcp",
-                   (req.transports & verbs) ? " verbs" : "", (req.transports & tcp) ? " tcp" : "",
-                   (params_.transports & verbs) ? " verbs" : "",
-                   (params_.transports & tcp) ? " tcp" : "");
+  log_policy();
   resp.nlanes = nlanes;
   resp.port = target_->port();
   resp.transport = kind;
@@ -204,29 +278,45 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   resp.remote_size = pool_->size();
   resp.attr = create ? rpmem::PoolAttr{} : attr;
   resp.provider_data = target_->provider_data();
-  RPMEM_LOG_NOTICE("%s '%s': size %zu, %u lanes, data port %u", create ? "created" : "opened",
-                   req.pool_set.c_str(), pool_->size(), nlanes, resp.port);
-  log_policy();
+  // As PMDK's response block; the session secret takes the place of the
+  // rkey and is not logged.
+  RPMEM_LOG_NOTICE("%s request response: (status = 0)", create ? "create" : "open");
+  RPMEM_LOG_NOTICE("\tport: %u", resp.port);
+  RPMEM_LOG_NOTICE("\tprovider: %s", kind == proto::TransportKind::kVerbs ? "verbs" : "tcp");
+  RPMEM_LOG_NOTICE("\tpool size: %zu", pool_->size());
+  RPMEM_LOG_NOTICE("\tnlanes: %u", nlanes);
+  RPMEM_LOG_NOTICE("\tpersist method: %s", apm_ ? kApmName : kGpspmName);
   return Status::kSuccess;
 }
 
 std::error_code Session::handle_pool_request(MsgType type, const proto::Bytes &payload,
                                              SessionEnd &end) {
+  const bool create = type == MsgType::kCreate;
   auto req = proto::decode_pool_request(payload);
   if (!req) {
-    RPMEM_LOG_ERR("malformed %s request", type == MsgType::kCreate ? "create" : "open");
+    RPMEM_LOG_ERR("malformed %s request", create ? "create" : "open");
     return errc(EPROTO);
   }
-  RPMEM_LOG_INFO("%s request: pool set '%s', size %llu, %u lanes",
-                 type == MsgType::kCreate ? "create" : "open", req->pool_set.c_str(),
-                 static_cast<unsigned long long>(req->pool_size), req->nlanes);
+  RPMEM_LOG_NOTICE("%s request:", create ? "create" : "open");
+  RPMEM_LOG_NOTICE("\tpool descriptor: '%s'", req->pool_set.c_str());
+  RPMEM_LOG_NOTICE("\tpool size: %llu", static_cast<unsigned long long>(req->pool_size));
+  RPMEM_LOG_NOTICE("\tnlanes: %u", req->nlanes);
+  RPMEM_LOG_NOTICE("\tprovider: %s", provider_names(req->transports).c_str());
+  if (create) {
+    RPMEM_LOG_NOTICE("pool attributes:");
+    log_pool_attr(req->attr.is_zero() ? nullptr : &req->attr);
+  }
   proto::PoolResponse resp;
   resp.status = open_or_create(type, *req, resp);
+  if (resp.status != Status::kSuccess)
+    RPMEM_LOG_NOTICE("%s request response: (status = %u)", create ? "create" : "open",
+                     static_cast<unsigned>(resp.status));
   if (auto ec = io_.write_all(proto::encode(resp))) return ec;
   if (resp.status != Status::kSuccess) {
     end = SessionEnd::kRequestFailed;
     return {};
   }
+  RPMEM_LOG_INFO("waiting for in-band connection");
   target_->start();
   return {};
 }
@@ -237,13 +327,21 @@ std::error_code Session::handle_set_attr(const proto::Bytes &payload) {
     RPMEM_LOG_ERR("malformed set_attr request");
     return errc(EPROTO);
   }
+  RPMEM_LOG_NOTICE("set attributes request");
   Status status = Status::kFatal;
   if (pool_) {
-    auto ec = pool_->set_attr(req->attr.is_zero() ? nullptr : &req->attr);
-    if (ec) RPMEM_LOG_ERR("set_attr failed: %s", ec.message().c_str());
+    const rpmem::PoolAttr *attr = req->attr.is_zero() ? nullptr : &req->attr;
+    auto ec = pool_->set_attr(attr);
+    if (ec) {
+      RPMEM_LOG_ERR("cannot set pool attributes -- '%s': %s", pool_set_.c_str(),
+                    ec.message().c_str());
+    } else {
+      RPMEM_LOG_NOTICE("new pool attributes:");
+      log_pool_attr(attr);
+    }
     status = proto::errno_to_status(ec.value());
   } else {
-    RPMEM_LOG_ERR("set_attr before create/open");
+    RPMEM_LOG_ERR("pool not opened");
   }
   return io_.write_all(proto::encode(MsgType::kSetAttrResp, proto::StatusResponse{status}));
 }
@@ -254,9 +352,15 @@ std::error_code Session::handle_close(const proto::Bytes &payload) {
     RPMEM_LOG_ERR("malformed close request");
     return errc(EPROTO);
   }
-  Status status = pool_ ? Status::kSuccess : Status::kFatal;
-  release(created_ && (req->flags & proto::kCloseRemove));
-  RPMEM_LOG_NOTICE("pool closed");
+  RPMEM_LOG_NOTICE("close request");
+  Status status = Status::kSuccess;
+  if (pool_)
+    release(created_ && (req->flags & proto::kCloseRemove));
+  else {
+    RPMEM_LOG_ERR("pool not opened");
+    status = Status::kFatal;
+  }
+  RPMEM_LOG_NOTICE("close request response (status = %u)", static_cast<unsigned>(status));
   return io_.write_all(proto::encode(MsgType::kCloseResp, proto::StatusResponse{status}));
 }
 
@@ -266,6 +370,8 @@ std::error_code Session::handle_remove(const proto::Bytes &payload) {
     RPMEM_LOG_ERR("malformed remove request");
     return errc(EPROTO);
   }
+  RPMEM_LOG_NOTICE("remove request");
+  RPMEM_LOG_NOTICE("\tpool descriptor: '%s'", req->pool_set.c_str());
   Status status = Status::kFatal;
   if (pool_) {
     RPMEM_LOG_ERR("remove request in a session that has a pool open");

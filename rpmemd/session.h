@@ -68,7 +68,8 @@ class Session {
   std::unique_ptr<PoolView> view_;
   std::unique_ptr<rpmem::transport::Target> target_;
   bool created_ = false;
-  bool apm_ = false;  // the open pool is served with APM (verbs only)
+  std::string pool_set_;  // the name the open pool was created/opened by
+  bool apm_ = false;      // the open pool is served with APM (verbs only)
 };
 
 // Blocks SIGTERM and SIGINT in the calling thread, so that every thread

@@ -26,6 +26,38 @@ namespace fs = std::filesystem;
 
 void set_env(const char *name, const std::string &value) { ::setenv(name, value.c_str(), 1); }
 
+namespace {
+
+// Before main, so before the library reads these at its first call.
+struct LibraryLog {
+  std::string path;
+  bool own = false;
+  LibraryLog() {
+    if (std::getenv("RPMEM_LOG_FILE") || std::getenv("RPMEM_LOG_LEVEL")) {
+      if (const char *f = std::getenv("RPMEM_LOG_FILE")) path = f;
+      return;
+    }
+    path = "/tmp/rpmem-test-librpmem-" + std::to_string(::getpid()) + ".log";
+    ::setenv("RPMEM_LOG_LEVEL", "2", 1);
+    ::setenv("RPMEM_LOG_FILE", path.c_str(), 1);
+    own = true;
+  }
+  ~LibraryLog() {
+    if (own) ::unlink(path.c_str());
+  }
+};
+LibraryLog g_library_log;
+
+}  // namespace
+
+std::string library_log() {
+  if (g_library_log.path.empty()) return {};
+  std::ifstream in(g_library_log.path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 Target::Target() {
   char tmpl[] = "/tmp/rpmem-test-XXXXXX";
   const char *d = ::mkdtemp(tmpl);

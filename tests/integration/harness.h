@@ -77,6 +77,11 @@ class LocalPool {
   size_t size_;
 };
 
+// librpmem's own log: this process sets RPMEM_LOG_LEVEL=2 (errors and
+// warnings) and RPMEM_LOG_FILE before its first call, unless they are set
+// already. library_log() is what the file holds ("" without it).
+std::string library_log();
+
 std::vector<uint8_t> read_file(const std::string &path);
 bool file_exists(const std::string &path);
 void set_env(const char *name, const std::string &value);

@@ -112,7 +112,7 @@ TEST_F(HostileClient, MessagesOfTheWrongDirectionOrOrderAreRefused) {
   EXPECT_EQ(proto::decode_status_response(p)->status, proto::Status::kFatal);
   auto st = d.wait();
   EXPECT_TRUE(st && WIFEXITED(*st)) << describe_status(st);
-  EXPECT_NE(target_.log_text().find("set_attr before create/open"), std::string::npos);
+  EXPECT_NE(target_.log_text().find("pool not opened"), std::string::npos);
   EXPECT_EQ(snapshot(target_.dir()), before);
 }
 

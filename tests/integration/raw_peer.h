@@ -205,11 +205,13 @@ inline int connect_port(uint16_t port) {
   return fd;
 }
 
-// The data port rpmemd logged ("data port N") last; 0 if none.
+// The data port rpmemd logged ("    port: N") last; 0 if none.
 inline uint16_t data_port_from_log(const std::string &log) {
-  auto at = log.rfind("data port ");
+  // "    port: N" in the create/open request response block.
+  const std::string key = "\n    port: ";
+  auto at = log.rfind(key);
   if (at == std::string::npos) return 0;
-  return static_cast<uint16_t>(std::stoul(log.substr(at + 10)));
+  return static_cast<uint16_t>(std::stoul(log.substr(at + key.size())));
 }
 
 // Every regular file under dir with its contents, except rpmemd's log and

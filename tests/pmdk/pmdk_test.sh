@@ -22,6 +22,16 @@ mkdir -p "$W/client"
 
 die() { echo "FAIL ($scenario): $*" >&2; for l in "$W"/t*/rpmemd.log; do [ -f "$l" ] && tail -20 "$l" >&2; done; exit 1; }
 say() { echo "--- $*"; }
+# created LOG SET: rpmemd's log (PMDK's layout) shows a create request for
+# pool set SET answered with status 0.
+created() {
+  awk -v d="    pool descriptor: '$2'" '
+    /^create request:$/ { c = 1; next }
+    c { m = ($0 == d); c = 0; next }
+    m && /^create request response: \(status = 0\)$/ { f = 1 }
+    /^(create|open) request response:/ { m = 0 }
+    END { exit !f }' "$1"
+}
 # Client side: Debian's libraries, our librpmem.so.1 first, our rpmemd.
 client() {
   echo "+ $*"
@@ -118,7 +128,7 @@ obj)
   client "$OBJ_REMOTE" verify "$W/client/pool.set" 200 1
   client "$OBJ_REMOTE" rewrite "$W/client/pool.set" 200 2
   client "$OBJ_REMOTE" verify "$W/client/pool.set" 200 2
-  grep -q "created 'remote.set'" "$W/t1/rpmemd.log" || die "rpmemd did not create the pool"
+  created "$W/t1/rpmemd.log" remote.set || die "rpmemd did not create the pool"
   # Debian's libpmemobj defaults: CHECK_BAD_BLOCKS (compat 0x1), CKSUM_2K and
   # SHUTDOWN_STATE (incompat 0x2|0x4) -- all accepted by rpmemd.
   [ "$(features "$W/t1/parts/remote.part0")" = "0x1/0x6" ] ||
@@ -207,8 +217,8 @@ two_remotes)
   client "$OBJ_REMOTE" create "$W/client/pool.set" 120 6
   client "$OBJ_REMOTE" rewrite "$W/client/pool.set" 120 7
   client "$OBJ_REMOTE" verify "$W/client/pool.set" 120 7
-  grep -q "created 'r1.set'" "$W/t1/rpmemd.log" || die "t1 did not create r1.set"
-  grep -q "created 'r2.set'" "$W/t2/rpmemd.log" || die "t2 did not create r2.set"
+  created "$W/t1/rpmemd.log" r1.set || die "t1 did not create r1.set"
+  created "$W/t2/rpmemd.log" r2.set || die "t2 did not create r2.set"
   for t in 1 2; do
     target pmempool check -v "$W/t$t/poolsets/r$t.set"
     target pmempool info -f obj "$W/t$t/poolsets/r$t.set" > /dev/null
