@@ -41,6 +41,11 @@ enum class Key {
   kNthreads,
   kMaxLanes,
   kPeerTimeout,
+  kMaxHandshakes,
+  kMaxConnections,
+  kMaxPerAddress,
+  kMaxSessions,
+  kMaxSessionsPerClient,
 };
 
 std::optional<Key> find_key(std::string_view name) {
@@ -58,6 +63,11 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "nthreads") return Key::kNthreads;
   if (name == "max-lanes") return Key::kMaxLanes;
   if (name == "peer-timeout") return Key::kPeerTimeout;
+  if (name == "max-handshakes") return Key::kMaxHandshakes;
+  if (name == "max-connections") return Key::kMaxConnections;
+  if (name == "max-per-address") return Key::kMaxPerAddress;
+  if (name == "max-sessions") return Key::kMaxSessions;
+  if (name == "max-sessions-per-client") return Key::kMaxSessionsPerClient;
   return std::nullopt;
 }
 
@@ -162,6 +172,22 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
       out.max_lanes = *n;
       return true;
     }
+    case Key::kMaxHandshakes:
+    case Key::kMaxConnections:
+    case Key::kMaxPerAddress:
+    case Key::kMaxSessions:
+    case Key::kMaxSessionsPerClient: {  // service caps: 1..1000000
+      if (!value) return false;
+      auto n = parse_count(*value);
+      if (!n || *n == 0 || *n > 1000000) return false;
+      unsigned &field = key == Key::kMaxHandshakes    ? out.max_handshakes
+                        : key == Key::kMaxConnections ? out.max_connections
+                        : key == Key::kMaxPerAddress  ? out.max_per_address
+                        : key == Key::kMaxSessions    ? out.max_sessions
+                                                      : out.max_sessions_per_client;
+      field = *n;
+      return true;
+    }
     case Key::kPeerTimeout: {  // seconds; 0: the system's TCP defaults
       if (!value) return false;
       auto n = parse_count(*value);
@@ -223,26 +249,31 @@ unsigned parse_nthreads(const std::string &arg) {
 
 po::options_description command_line_options() {
   po::options_description desc;
-  desc.add_options()                                //
-      ("help,h", "")                                //
-      ("version,V", "")                             //
-      ("config,c", po::value<std::string>())        //
-      ("remove,r", po::value<std::string>())        //
-      ("force,f", "")                               //
-      ("pool-set,s", "")                            //
-      ("nthreads,t", po::value<std::string>())      //
-      ("max-lanes", po::value<std::string>())       //
-      ("peer-timeout", po::value<std::string>())    //
-      ("log-file", po::value<std::string>())        //
-      ("poolset-dir", po::value<std::string>())     //
-      ("persist-apm", "")                           //
-      ("persist-general", "")                       //
-      ("use-syslog", "")                            //
-      ("log-level", po::value<std::string>())       //
-      ("service", "")                               //
-      ("service-listen", po::value<std::string>())  //
-      ("tls-ca", po::value<std::string>())          //
-      ("tls-cert", po::value<std::string>())        //
+  desc.add_options()                                         //
+      ("help,h", "")                                         //
+      ("version,V", "")                                      //
+      ("config,c", po::value<std::string>())                 //
+      ("remove,r", po::value<std::string>())                 //
+      ("force,f", "")                                        //
+      ("pool-set,s", "")                                     //
+      ("nthreads,t", po::value<std::string>())               //
+      ("max-lanes", po::value<std::string>())                //
+      ("peer-timeout", po::value<std::string>())             //
+      ("max-handshakes", po::value<std::string>())           //
+      ("max-connections", po::value<std::string>())          //
+      ("max-per-address", po::value<std::string>())          //
+      ("max-sessions", po::value<std::string>())             //
+      ("max-sessions-per-client", po::value<std::string>())  //
+      ("log-file", po::value<std::string>())                 //
+      ("poolset-dir", po::value<std::string>())              //
+      ("persist-apm", "")                                    //
+      ("persist-general", "")                                //
+      ("use-syslog", "")                                     //
+      ("log-level", po::value<std::string>())                //
+      ("service", "")                                        //
+      ("service-listen", po::value<std::string>())           //
+      ("tls-ca", po::value<std::string>())                   //
+      ("tls-cert", po::value<std::string>())                 //
       ("tls-key", po::value<std::string>());
   return desc;
 }
@@ -394,7 +425,12 @@ std::string usage_text(const char *argv0) {
       "      --service-listen <addr:port>  where the service listens (0.0.0.0:7636)\n"
       "      --tls-ca <path>           CA certificate(s) that client certificates must chain to\n"
       "      --tls-cert <path>         the service's certificate chain\n"
-      "      --tls-key <path>          the service's private key\n";
+      "      --tls-key <path>          the service's private key\n"
+      "      --max-handshakes <num>    service: TLS handshakes in progress at most (128)\n"
+      "      --max-connections <num>   service: control connections at most (1024)\n"
+      "      --max-per-address <num>   service: connections from one address at most (64)\n"
+      "      --max-sessions <num>      service: sessions at most (512)\n"
+      "      --max-sessions-per-client <num>  service: sessions of one certificate (64)\n";
   for (std::string_view level : {"err     error conditions", "warn    warning conditions",
                                  "notice  normal, but significant, condition",
                                  "info    informational message", "debug   debug-level message"}) {

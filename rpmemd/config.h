@@ -44,6 +44,13 @@ struct Config {
   std::string tls_ca;                           // CA that signs client certificates
   std::string tls_cert;                         // this daemon's certificate chain
   std::string tls_key;                          // and its private key
+  // Caps of the service; past one, a connection is closed (or an
+  // authenticated client told EACCES) with a log line.
+  unsigned max_handshakes = 128;          // TLS handshakes in progress
+  unsigned max_connections = 1024;        // control connections in all
+  unsigned max_per_address = 64;          // control connections from one address
+  unsigned max_sessions = 512;            // sessions (threads) in all
+  unsigned max_sessions_per_client = 64;  // sessions of one client certificate
 
   // What to do instead of serving a session.
   std::optional<std::string> remove;  // -r POOLSET

@@ -6,6 +6,7 @@
 #include "rpmemd/daemon.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <cstdio>
 #include <string_view>
@@ -24,10 +25,22 @@ void log_error_lines(std::string_view text) {
   }
 }
 
+// The soft descriptor limit up to the hard one: lanes, sessions and
+// connections are bounded by rpmemd's own caps, not by a soft limit of 1024
+// meant for select(2) users.
+void raise_nofile_limit() {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char *argv[]) {
   ::signal(SIGPIPE, SIG_IGN);
+  raise_nofile_limit();
   rpmem::log::configure(rpmem::log::Level::kErr, rpmem::log::Sink::kStderr, {}, "rpmemd");
   rpmemd::Config config;
   try {

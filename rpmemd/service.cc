@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/transport/tcp/socket_io.h"
 #include "common/transport/transport.h"
 #include "rpmemd/control_io.h"
 #include "rpmemd/pool_store.h"
@@ -12,10 +13,14 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -92,16 +97,6 @@ class TlsControlStream final : public ControlStream {
   ssl::stream<tcp::socket> &s_;
 };
 
-std::string numeric_address(const sockaddr_storage &ss, socklen_t len) {
-  char host[NI_MAXHOST];
-  if (::getnameinfo(reinterpret_cast<const sockaddr *>(&ss), len, host, sizeof(host), nullptr, 0,
-                    NI_NUMERICHOST) != 0)
-    return {};
-  std::string h = host;
-  if (h.rfind("::ffff:", 0) == 0 && h.find('.') != std::string::npos) h = h.substr(7);
-  return h;
-}
-
 std::string peer_common_name(SSL *ssl) {
   X509 *cert = SSL_get1_peer_certificate(ssl);
   if (!cert) return {};
@@ -110,12 +105,6 @@ std::string peer_common_name(SSL *ssl) {
   X509_free(cert);
   return n > 0 ? std::string(cn, static_cast<size_t>(n)) : std::string();
 }
-
-struct Client {
-  std::thread thread;
-  int fd = -1;
-  std::atomic<bool> done{false};
-};
 
 }  // namespace
 
@@ -182,118 +171,289 @@ int Service::run() {
 
   const int sfd = termination_signal_fd();
   if (sfd < 0) throw SetupError(errno, "signalfd failed");
-
-  std::mutex mu;
-  std::list<Client> clients;  // guarded by mu
-  auto reap = [&](bool all) {
-    std::lock_guard lock(mu);
-    for (auto it = clients.begin(); it != clients.end();) {
-      if (all) ::shutdown(it->fd, SHUT_RDWR);
-      if (all || it->done.load()) {
-        it->thread.join();
-        ::close(it->fd);
-        it = clients.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  };
-
+  Loop loop(*this, ctx, listen_fd, sfd);
   notify("READY=1");
-  unsigned next_id = 0;
-  for (;;) {
-    pollfd p[2] = {{listen_fd, POLLIN, 0}, {sfd, POLLIN, 0}};
-    if (::poll(p, 2, 1000) < 0 && errno != EINTR) break;
-    if (p[1].revents) {
-      RPMEM_LOG_NOTICE("service: signal received, making open pools durable and exiting");
-      notify("STOPPING=1");
-      break;
-    }
-    reap(false);
-    if (!(p[0].revents & POLLIN)) continue;
-    sockaddr_storage peer{};
-    socklen_t plen = sizeof(peer);
-    int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr *>(&peer), &plen, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    std::lock_guard lock(mu);
-    Client &c = clients.emplace_back();
-    c.fd = fd;
-    const unsigned id = ++next_id;
-    const std::string peer_name = numeric_address(peer, plen);
-    c.thread = std::thread([this, &ctx, &c, id, peer_name] {
-      serve(ctx, c.fd, id, peer_name);
-      ::shutdown(c.fd, SHUT_RDWR);  // the client sees the end now, not at the reap
-      c.done = true;
-    });
-  }
-  reap(true);
+  loop.run();
   ::close(sfd);
-  ::close(listen_fd);
   RPMEM_LOG_NOTICE("service: stopped");
   return 0;
 }
 
-void Service::serve(ssl::context &ctx, int fd, unsigned id, const std::string &peer) {
-  asio::io_context io;
-  ssl::stream<tcp::socket> stream(io, ctx);
-  sockaddr_storage local{};
-  socklen_t llen = sizeof(local);
-  ::getsockname(fd, reinterpret_cast<sockaddr *>(&local), &llen);
-  boost::system::error_code ec;
-  int dup_fd = ::dup(fd);  // the socket object owns this one; `fd` stays for shutdown()
-  stream.next_layer().assign(local.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), dup_fd, ec);
-  if (ec) {
-    ::close(dup_fd);
-    return;
-  }
-  bool done = false;
-  stream.async_handshake(ssl::stream_base::server, [&](const boost::system::error_code &e) {
-    ec = e;
-    done = true;
-  });
-  io.run_for(kHandshakeTimeout);
-  if (!done) {
-    stream.next_layer().close();
-    io.restart();
-    io.run();
-    RPMEM_LOG_WARN("client %u (%s): TLS handshake timed out", id, peer.c_str());
-    return;
-  }
-  if (ec) {
-    RPMEM_LOG_WARN("client %u (%s): TLS handshake failed: %s", id, peer.c_str(),
-                   ec.message().c_str());
-    return;
-  }
-  const std::string cn = peer_common_name(stream.native_handle());
-  TlsControlStream control(stream);
-  proto::Hello hello;
-  hello.transports = rpmem::transport::available_transports();
-  const std::string dir = config_.poolset_dir + "/" + cn;
-  struct stat st {};
-  if (!valid_client_name(cn) || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    RPMEM_LOG_WARN("client %u (%s): certificate '%s' has no pool set directory", id, peer.c_str(),
-                   cn.c_str());
-    hello.status = EACCES;
-    control.write_all(proto::encode(hello));
-    return;
-  }
-  RPMEM_LOG_NOTICE("client %u (%s): '%s' authenticated, pool set directory %s", id, peer.c_str(),
-                   cn.c_str(), dir.c_str());
-  if (control.write_all(proto::encode(hello))) return;
+// One control connection: its TLS stream, the deadline of its handshake,
+// and, once authenticated, the thread of its session.
+struct Service::Conn {
+  Conn(asio::io_context &io, ssl::context &ctx) : stream(io, ctx), timer(io) {}
+  unsigned id = 0;
+  std::string peer;   // numeric address
+  std::string local;  // the address the client reached
+  std::string name;   // the certificate's client name, once authenticated
+  ssl::stream<tcp::socket> stream;
+  asio::steady_timer timer;
+  int fd = -1;  // the socket, for shutdown() from the loop
+  std::thread thread;
+  bool in_session = false;
+};
 
-  PoolStore store(dir);
-  SessionParams params;
-  params.listen_address = numeric_address(local, llen);
-  params.transports = hello.transports;
-  params.persist_apm = config_.persist_apm;
-  params.nthreads = config_.nthreads;
-  params.max_lanes = config_.max_lanes;
-  params.peer_address = peer;
-  params.peer_timeout = config_.peer_timeout;
-  Session session(store, control, params, -1);
-  session.run();
-  stream.shutdown(ec);
-  RPMEM_LOG_INFO("client %u (%s): session ended", id, peer.c_str());
+Service::Loop::Loop(Service &service, ssl::context &ctx, int listen_fd, int signal_fd)
+    : service_(service),
+      config_(service.config_),
+      ctx_(ctx),
+      acceptor_(io_),
+      signals_(io_, ::dup(signal_fd)),
+      backoff_(io_) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  ::getsockname(listen_fd, reinterpret_cast<sockaddr *>(&ss), &len);
+  boost::system::error_code ec;
+  acceptor_.assign(ss.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), listen_fd, ec);
+  if (ec) {
+    ::close(listen_fd);
+    throw SetupError(ec.value(), "service: cannot use the listening socket: " + ec.message());
+  }
+  acceptor_.non_blocking(true, ec);
+  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+Service::Loop::~Loop() {
+  if (spare_fd_ >= 0) ::close(spare_fd_);
+}
+
+void Service::Loop::run() {
+  accept_next();
+  wait_signal();
+  // Every handler catches what it can throw; an exception here would be a
+  // bug, and the service ends cleanly rather than abort.
+  for (;;) {
+    try {
+      io_.run();
+      break;
+    } catch (const std::exception &e) {
+      RPMEM_LOG_ERR("service: %s", e.what());
+      stop();
+    }
+  }
+  for (auto &c : conns_)  // sessions still running after stop()
+    if (c->thread.joinable()) c->thread.join();
+  conns_.clear();
+}
+
+void Service::Loop::wait_signal() {
+  signals_.async_wait(
+      asio::posix::descriptor_base::wait_read, [this](const boost::system::error_code &ec) {
+        if (ec) return;
+        RPMEM_LOG_NOTICE("service: signal received, making open pools durable and exiting");
+        notify("STOPPING=1");
+        stop();
+      });
+}
+
+void Service::Loop::stop() {
+  stopping_ = true;
+  boost::system::error_code ignored;
+  acceptor_.close(ignored);
+  signals_.close(ignored);
+  backoff_.cancel();
+  // Handshakes end now; sessions see their socket shut down, make their
+  // pool durable, unlock it and end; their threads are joined in run().
+  for (auto &c : conns_) {
+    if (c->in_session)
+      ::shutdown(c->fd, SHUT_RDWR);
+    else
+      c->stream.next_layer().close(ignored);
+    c->timer.cancel();
+  }
+}
+
+void Service::Loop::refuse(const std::string &peer, const char *why) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - log_window_ >= std::chrono::seconds(1)) {
+    if (suppressed_ > 0)
+      RPMEM_LOG_WARN("service: %u more connections refused in the last second", suppressed_);
+    log_window_ = now;
+    logged_ = suppressed_ = 0;
+  }
+  if (logged_++ < 10)
+    RPMEM_LOG_WARN("service: connection from %s refused: %s", peer.c_str(), why);
+  else
+    ++suppressed_;
+}
+
+void Service::Loop::accept_next() {
+  if (stopping_) return;
+  acceptor_.async_accept([this](const boost::system::error_code &ec, tcp::socket socket) {
+    if (stopping_) return;
+    if (ec == asio::error::no_descriptors || ec.value() == ENFILE) {
+      // Out of descriptors: take one connection off the queue with the spare
+      // descriptor and close it, and pause, so that the loop does not spin.
+      if (spare_fd_ >= 0) {
+        ::close(spare_fd_);
+        int victim = ::accept4(acceptor_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC);
+        if (victim >= 0) ::close(victim);
+        spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+      }
+      refuse("?", "out of file descriptors");
+      backoff_.expires_after(std::chrono::milliseconds(50));
+      backoff_.async_wait([this](const boost::system::error_code &e) {
+        if (!e) accept_next();
+      });
+      return;
+    }
+    if (!ec) admit(std::move(socket));
+    accept_next();
+  });
+}
+
+void Service::Loop::admit(tcp::socket socket) {
+  boost::system::error_code ec;
+  auto remote = socket.remote_endpoint(ec);
+  if (ec) return;  // gone already
+  std::string peer = remote.address().to_string();
+  if (remote.address().is_v6() && remote.address().to_v6().is_v4_mapped())
+    peer = asio::ip::make_address_v4(asio::ip::v4_mapped, remote.address().to_v6()).to_string();
+  const char *why = nullptr;
+  if (handshakes_ >= config_.max_handshakes)
+    why = "too many TLS handshakes in progress (max-handshakes)";
+  else if (conns_.size() >= config_.max_connections)
+    why = "too many connections (max-connections)";
+  else if (per_address_[peer] >= config_.max_per_address)
+    why = "too many connections from this address (max-per-address)";
+  if (why) {
+    if (per_address_[peer] == 0) per_address_.erase(peer);
+    return refuse(peer, why);
+  }
+  std::shared_ptr<Conn> c;
+  try {
+    c = std::make_shared<Conn>(io_, ctx_);
+  } catch (const std::exception &e) {
+    return refuse(peer, e.what());
+  }
+  c->id = ++next_id_;
+  c->peer = peer;
+  c->local = socket.local_endpoint(ec).address().to_string();
+  if (c->local.rfind("::ffff:", 0) == 0 && c->local.find('.') != std::string::npos)
+    c->local = c->local.substr(7);
+  c->fd = socket.native_handle();
+  rpmem::transport::tcp::set_nodelay(c->fd);
+  rpmem::transport::tcp::set_peer_timeout(c->fd, config_.peer_timeout);
+  c->stream.next_layer() = std::move(socket);
+  ++handshakes_;
+  ++per_address_[peer];
+  conns_.push_back(c);
+  c->timer.expires_after(kHandshakeTimeout);
+  c->timer.async_wait([this, c](const boost::system::error_code &e) {
+    if (e || c->in_session) return;
+    RPMEM_LOG_WARN("client %u (%s): TLS handshake timed out", c->id, c->peer.c_str());
+    boost::system::error_code ignored;
+    c->stream.next_layer().close(ignored);  // the handshake's handler ends it
+  });
+  c->stream.async_handshake(ssl::stream_base::server,
+                            [this, c](const boost::system::error_code &e) { handshaken(c, e); });
+}
+
+void Service::Loop::forget(const std::shared_ptr<Conn> &c) {
+  if (--per_address_[c->peer] == 0) per_address_.erase(c->peer);
+  if (!c->name.empty() && c->in_session && --per_client_[c->name] == 0) per_client_.erase(c->name);
+  std::erase(conns_, c);
+}
+
+void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
+                               const boost::system::error_code &ec) {
+  --handshakes_;
+  c->timer.cancel();
+  if (ec || stopping_) {
+    if (ec && ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor)
+      RPMEM_LOG_WARN("client %u (%s): TLS handshake failed: %s", c->id, c->peer.c_str(),
+                     ec.message().c_str());
+    return forget(c);
+  }
+  const std::string cn = peer_common_name(c->stream.native_handle());
+  const std::string dir = config_.poolset_dir + "/" + cn;
+  const char *why = nullptr;
+  struct stat st {};
+  if (!valid_client_name(cn) || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    why = "has no pool set directory";
+  else if (per_client_[cn] >= config_.max_sessions_per_client)
+    why = "has too many sessions (max-sessions-per-client)";
+  else if (sessions_ >= config_.max_sessions)
+    why = "cannot be served: too many sessions (max-sessions)";
+  if (why) {
+    if (per_client_.count(cn) && per_client_[cn] == 0) per_client_.erase(cn);
+    RPMEM_LOG_WARN("client %u (%s): certificate '%s' %s", c->id, c->peer.c_str(), cn.c_str(), why);
+    refuse_session(c);
+    return;
+  }
+  c->name = cn;
+  c->in_session = true;
+  ++per_client_[cn];
+  ++sessions_;
+  RPMEM_LOG_NOTICE("client %u (%s): '%s' authenticated, pool set directory %s", c->id,
+                   c->peer.c_str(), cn.c_str(), dir.c_str());
+  try {
+    c->thread = std::thread([this, c] {
+      serve(*c);
+      ::shutdown(c->fd, SHUT_RDWR);  // the client sees the end now
+      asio::post(io_, [this, c] { session_done(c); });
+    });
+  } catch (const std::exception &e) {
+    RPMEM_LOG_ERR("client %u (%s): cannot start a session thread: %s", c->id, c->peer.c_str(),
+                  e.what());
+    --sessions_;
+    if (--per_client_[cn] == 0) per_client_.erase(cn);
+    refuse_session(c);
+  }
+}
+
+// Tells an authenticated client why it is not served (EACCES in the hello),
+// then closes.
+void Service::Loop::refuse_session(const std::shared_ptr<Conn> &c) {
+  auto hello = std::make_shared<proto::Bytes>();
+  proto::Hello h;
+  h.status = EACCES;
+  *hello = proto::encode(h);
+  c->in_session = false;
+  c->timer.expires_after(std::chrono::seconds(2));
+  c->timer.async_wait([c](const boost::system::error_code &e) {
+    boost::system::error_code ignored;
+    if (!e) c->stream.next_layer().close(ignored);
+  });
+  asio::async_write(c->stream, asio::buffer(*hello),
+                    [this, c, hello](const boost::system::error_code &, size_t) {
+                      c->timer.cancel();
+                      forget(c);
+                    });
+}
+
+void Service::Loop::session_done(const std::shared_ptr<Conn> &c) {
+  if (c->thread.joinable()) c->thread.join();  // it has posted this: it is ending
+  --sessions_;
+  RPMEM_LOG_INFO("client %u (%s): session ended", c->id, c->peer.c_str());
+  forget(c);
+}
+
+// The session of an authenticated client, on its own thread: blocking I/O
+// on the TLS stream (no asynchronous operation runs on it any more).
+void Service::Loop::serve(Conn &c) noexcept {
+  try {
+    TlsControlStream control(c.stream);
+    proto::Hello hello;
+    hello.transports = rpmem::transport::available_transports();
+    if (control.write_all(proto::encode(hello))) return;
+    PoolStore store(config_.poolset_dir + "/" + c.name);
+    SessionParams params;
+    params.listen_address = c.local;
+    params.transports = hello.transports;
+    params.persist_apm = config_.persist_apm;
+    params.nthreads = config_.nthreads;
+    params.max_lanes = config_.max_lanes;
+    params.peer_address = c.peer;
+    params.peer_timeout = config_.peer_timeout;
+    Session session(store, control, params, -1);
+    session.run();
+    boost::system::error_code ec;
+    c.stream.shutdown(ec);
+  } catch (const std::exception &e) {
+    RPMEM_LOG_ERR("client %u (%s): %s", c.id, c.peer.c_str(), e.what());
+  }
 }
 
 }  // namespace rpmemd

@@ -10,9 +10,17 @@
 
 #include "rpmemd/config.h"
 
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
 
+#include <chrono>
+#include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace rpmemd {
 
@@ -31,8 +39,46 @@ class Service {
   int run();
 
  private:
-  // One client connection: TLS handshake, identity, then one Session.
-  void serve(boost::asio::ssl::context &ctx, int fd, unsigned id, const std::string &peer);
+  struct Conn;
+  // The event loop on the main thread: accepts, admits (the caps), runs
+  // every TLS handshake with a deadline, and starts a session's thread only
+  // for an authenticated client. No stranger costs a thread.
+  class Loop {
+   public:
+    Loop(Service &service, boost::asio::ssl::context &ctx, int listen_fd, int signal_fd);
+    ~Loop();
+    void run();  // until a signal, then every session has ended
+
+   private:
+    void accept_next();
+    void wait_signal();
+    void stop();
+    void admit(boost::asio::ip::tcp::socket socket);
+    void handshaken(const std::shared_ptr<Conn> &c, const boost::system::error_code &ec);
+    void refuse_session(const std::shared_ptr<Conn> &c);
+    void session_done(const std::shared_ptr<Conn> &c);
+    void forget(const std::shared_ptr<Conn> &c);
+    void refuse(const std::string &peer, const char *why);  // rate-limited log
+    void serve(Conn &c) noexcept;                           // a session's thread
+
+    Service &service_;
+    const Config &config_;
+    boost::asio::ssl::context &ctx_;
+    boost::asio::io_context io_;
+    boost::asio::ip::tcp::acceptor acceptor_;
+    boost::asio::posix::stream_descriptor signals_;
+    boost::asio::steady_timer backoff_;
+    int spare_fd_ = -1;
+    bool stopping_ = false;
+    unsigned next_id_ = 0;
+    // The loop's own: connections, handshakes and sessions, and the counts
+    // the caps are checked against.
+    std::vector<std::shared_ptr<Conn>> conns_;
+    unsigned handshakes_ = 0, sessions_ = 0;
+    std::map<std::string, unsigned> per_address_, per_client_;
+    std::chrono::steady_clock::time_point log_window_{};
+    unsigned logged_ = 0, suppressed_ = 0;
+  };
 
   Config config_;
 };

@@ -11,6 +11,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 
@@ -24,12 +25,23 @@ namespace {
 
 constexpr unsigned kMaxLanes = 1024;
 
-// Lanes the file descriptor limit leaves room for: a tcp lane takes one
-// descriptor, a verbs lane two (its queue pair's event channel too).
+// The process's descriptor budget, shared by every session: a session
+// keeps kSessionFds for itself (control, data listener, lane servers, pool
+// files), and the lanes granted to all sessions together must fit in what
+// RLIMIT_NOFILE leaves after that. A tcp lane takes one descriptor, a verbs
+// lane two (its queue pair's event channel too).
+constexpr long kBaseFds = 48;  // with one session: 64, as always
+constexpr long kSessionFds = 16;
+std::atomic<long> g_sessions{0};
+std::atomic<long> g_lane_fds{0};  // granted to live sessions
+
+// Lanes that fit in the budget now, at most kMaxLanes.
 unsigned lanes_fd_budget(unsigned fds_per_lane) {
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return kMaxLanes;
-  long budget = (static_cast<long>(rl.rlim_cur) - 64) / fds_per_lane;
+  const long left = static_cast<long>(rl.rlim_cur) - kBaseFds - kSessionFds * g_sessions.load() -
+                    g_lane_fds.load();
+  const long budget = left / static_cast<long>(fds_per_lane);
   return budget < 1 ? 0 : static_cast<unsigned>(std::min<long>(budget, kMaxLanes));
 }
 
@@ -113,6 +125,7 @@ class Session::PoolView final : public rpmem::transport::TargetPool {
 
 Session::Session(PoolStore &store, ControlStream &io, SessionParams params, int signal_fd)
     : store_(store), io_(io), params_(std::move(params)), signal_fd_(signal_fd) {
+  g_sessions.fetch_add(1);
   fatal_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (signal_fd_ >= 0) io_.add_wake_fd(signal_fd_);
   if (fatal_fd_ >= 0) io_.add_wake_fd(fatal_fd_);
@@ -120,12 +133,15 @@ Session::Session(PoolStore &store, ControlStream &io, SessionParams params, int 
 
 Session::~Session() {
   release(false);
+  g_sessions.fetch_sub(1);
   if (fatal_fd_ >= 0) ::close(fatal_fd_);
 }
 
 void Session::release(bool remove) noexcept {
   if (target_) target_->stop();
   target_.reset();
+  g_lane_fds.fetch_sub(lane_fds_);
+  lane_fds_ = 0;
   view_.reset();
   if (!pool_) return;
   // Logged in PMDK's order: closing, closed, removing, removed (the parts
@@ -219,9 +235,11 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   unsigned nlanes = std::min({req.nlanes, std::min(params_.max_lanes, kMaxLanes),
                               lanes_fd_budget((offered & verbs) ? 2 : 1)});
   if (nlanes == 0) {
-    RPMEM_LOG_ERR("no file descriptors left for lanes (RLIMIT_NOFILE)");
+    RPMEM_LOG_ERR("no file descriptors left for lanes (RLIMIT_NOFILE, shared by all sessions)");
     return undo(Status::kBadNlanes);
   }
+  lane_fds_ = static_cast<long>(nlanes) * ((offered & verbs) ? 2 : 1);
+  g_lane_fds.fetch_add(lane_fds_);
   if (!random_secret(resp.secret)) {
     RPMEM_LOG_ERR("cannot generate the session secret: %s", std::strerror(errno));
     return undo(Status::kFatal);

@@ -67,6 +67,7 @@ class Session {
   std::unique_ptr<MappedPool> pool_;
   std::unique_ptr<PoolView> view_;
   std::unique_ptr<rpmem::transport::Target> target_;
+  long lane_fds_ = 0;  // this session's share of the process's descriptor budget
   bool created_ = false;
   std::string pool_set_;  // the name the open pool was created/opened by
   bool apm_ = false;      // the open pool is served with APM (verbs only)
