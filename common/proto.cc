@@ -237,6 +237,8 @@ Bytes encode(const CloseRequest &m) {
   return w.finish();
 }
 
+Bytes encode_keepalive() { return Writer(MsgType::kKeepalive).finish(); }
+
 Bytes encode(const RemoveRequest &m) {
   Writer w(MsgType::kRemove);
   w.u32(m.flags);
@@ -259,7 +261,7 @@ std::optional<FrameHeader> decode_frame_header(std::span<const uint8_t> b) {
   uint32_t size = r.u32();
   if (!r.done() || reserved != 0 || size > kMaxControlPayload) return std::nullopt;
   if (type < static_cast<uint16_t>(MsgType::kHello) ||
-      type > static_cast<uint16_t>(MsgType::kRemoveResp))
+      type > static_cast<uint16_t>(MsgType::kKeepalive))
     return std::nullopt;
   return FrameHeader{static_cast<MsgType>(type), size};
 }

@@ -28,7 +28,10 @@
 namespace rpmem::proto {
 
 inline constexpr uint16_t kMajor = 1;
-inline constexpr uint16_t kMinor = 0;
+// Minor 1: the daemon takes kKeepalive (the client sends it only to a
+// daemon whose hello says minor >= 1).
+inline constexpr uint16_t kMinor = 1;
+inline constexpr uint16_t kMinorKeepalive = 1;
 
 inline constexpr size_t kFrameHeaderSize = 8;
 inline constexpr uint32_t kMaxControlPayload = 64 * 1024;
@@ -48,6 +51,7 @@ enum class MsgType : uint16_t {
   kCloseResp = 8,
   kRemove = 9,  // service mode: what `rpmemd --remove` does in ssh mode
   kRemoveResp = 10,
+  kKeepalive = 11,  // client -> rpmemd, no payload, no reply: "still here"
 };
 
 // Status codes in control replies, as PMDK's enum rpmem_err.
@@ -148,6 +152,7 @@ Bytes encode(MsgType type, const PoolRequest &m);  // type: kCreate or kOpen
 Bytes encode(const PoolResponse &m);
 Bytes encode(const SetAttrRequest &m);
 Bytes encode(const CloseRequest &m);
+Bytes encode_keepalive();
 Bytes encode(const RemoveRequest &m);
 Bytes encode(MsgType type, const StatusResponse &m);  // kSetAttrResp, kCloseResp, kRemoveResp
 

@@ -121,7 +121,33 @@ Pool::Pool(Settings settings, std::unique_ptr<ControlChannel> channel, const uin
            size_t size)
     : settings_(std::move(settings)), channel_(std::move(channel)), base_(base), size_(size) {}
 
-Pool::~Pool() = default;
+Pool::~Pool() { stop_keepalive(); }
+
+// rpmemd ends a session whose keepalives stop for its peer-timeout (at
+// least 10 s).
+constexpr std::chrono::seconds kKeepaliveInterval{3};
+
+void Pool::start_keepalive() {
+  keepalive_ = std::thread([this] {
+    std::unique_lock lock(control_mu_);
+    while (!keepalive_cv_.wait_for(lock, kKeepaliveInterval, [this] { return keepalive_stop_; })) {
+      if (auto ec = channel_->send(proto::encode_keepalive(), settings_.control_timeout())) {
+        RPMEM_LOG_WARN("keepalive: %s", ec.message().c_str());
+        return;
+      }
+    }
+  });
+}
+
+void Pool::stop_keepalive() noexcept {
+  if (!keepalive_.joinable()) return;
+  {
+    std::lock_guard lock(control_mu_);
+    keepalive_stop_ = true;
+  }
+  keepalive_cv_.notify_all();
+  keepalive_.join();
+}
 
 int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nlanes,
                   PoolAttr *open_attr) noexcept try {
@@ -217,6 +243,13 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
                 lanes.error().message);
   }
   pool->lanes_ = std::move(lanes.value());
+  if (hello->minor >= proto::kMinorKeepalive) {
+    try {
+      pool->start_keepalive();
+    } catch (const std::system_error &e) {  // the session works without
+      RPMEM_LOG_WARN("no keepalive thread: %s", e.what());
+    }
+  }
   nlanes = resp->nlanes;
   if (open_attr && !args.create) *open_attr = resp->attr;
   out = std::move(pool);
@@ -340,6 +373,7 @@ int Pool::set_attr(const PoolAttr *attr) noexcept try {
 }
 
 int Pool::close() noexcept try {
+  stop_keepalive();
   std::lock_guard lock(control_mu_);
   lanes_.clear();  // closes every data connection
   const auto timeout = settings_.control_timeout();

@@ -18,9 +18,11 @@
 #include "librpmem/settings.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace rpmem {
@@ -64,6 +66,11 @@ class Pool {
   // Argument and state checks shared by the data-path calls.
   int check(size_t offset, size_t length, unsigned lane, bool guard_header) noexcept;
   int lane_result(std::error_code ec, const char *op) noexcept;
+  // A thread that sends a keepalive on the control channel every
+  // kKeepaliveInterval, so that rpmemd can tell a live but quiet client
+  // from one that vanished or was stopped. Only to a daemon that takes them.
+  void start_keepalive();
+  void stop_keepalive() noexcept;
 
   Settings settings_;
   std::unique_ptr<ControlChannel> channel_;
@@ -73,6 +80,10 @@ class Pool {
   size_t size_;
   bool has_headers_ = false;
   std::atomic<int> error_{0};  // sticky: connection lost
+
+  std::thread keepalive_;
+  std::condition_variable keepalive_cv_;
+  bool keepalive_stop_ = false;  // guarded by control_mu_
 };
 
 }  // namespace rpmem

@@ -191,7 +191,9 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
     case Key::kPeerTimeout: {  // seconds; 0: the system's TCP defaults
       if (!value) return false;
       auto n = parse_count(*value);
-      if (!n || *n > 86400) return false;
+      // Clients send a keepalive every 5 s: a bound below 10 s would end
+      // healthy sessions.
+      if (!n || (*n > 0 && *n < 10) || *n > 86400) return false;
       out.peer_timeout = std::chrono::seconds(*n);
       return true;
     }
@@ -411,8 +413,8 @@ std::string usage_text(const char *argv0) {
       "  -s, --pool-set                with --remove, remove the poolset file too\n"
       "  -t, --nthreads <num>          threads serving lanes (0: one per lane, up to #CPUs)\n"
       "      --max-lanes <num>         lanes granted to a pool at most (1..1024, default 64)\n"
-      "      --peer-timeout <sec>      a vanished client's connections end after about this\n"
-      "                                long (default 30; 0: the system's TCP defaults)\n"
+      "      --peer-timeout <sec>      a vanished or stopped client's session ends after about\n"
+      "                                this long (default 30, at least 10; 0: never)\n"
       "  -h, --help                    display help message and exit\n"
       "  -V, --version                 display target daemon version and exit\n"
       "      --log-file <path>         log file location\n"

@@ -66,14 +66,16 @@ int activated_socket() {
   return -1;
 }
 
-// A TLS stream as a session's control channel. Sessions end when the
-// service shuts the socket down, so there is nothing to wake.
+// A TLS stream as a session's control channel. A wait for input also
+// watches the session's wake-up descriptors (a failed lane, the idle bound);
+// the service ends a session by shutting its socket down.
 class TlsControlStream final : public ControlStream {
  public:
   explicit TlsControlStream(ssl::stream<tcp::socket> &s) : s_(s) {}
-  std::error_code read_frame(proto::FrameHeader &hdr, proto::Bytes &payload, int &) override {
+  std::error_code read_frame(proto::FrameHeader &hdr, proto::Bytes &payload, int &woken) override {
     return read_frame_with(
-        [this](uint8_t *buf, size_t n) {
+        [&](uint8_t *buf, size_t n) {
+          if (auto ec = wait_readable(woken)) return ec;
           boost::system::error_code ec;
           asio::read(s_, asio::buffer(buf, n), ec);
           return map(ec);
@@ -85,9 +87,29 @@ class TlsControlStream final : public ControlStream {
     asio::write(s_, asio::buffer(bytes), ec);
     return map(ec);
   }
-  void add_wake_fd(int) override {}
+  void add_wake_fd(int fd) override { wake_.push_back(fd); }
 
  private:
+  // Until the socket (or TLS's own buffer) has input: EINTR with `woken`
+  // when a wake-up descriptor comes first.
+  std::error_code wait_readable(int &woken) {
+    if (SSL_pending(s_.native_handle()) > 0) return {};
+    std::vector<pollfd> p;
+    p.push_back({s_.next_layer().native_handle(), POLLIN, 0});
+    for (int fd : wake_) p.push_back({fd, POLLIN, 0});
+    for (;;) {
+      if (::poll(p.data(), p.size(), -1) < 0) {
+        if (errno == EINTR) continue;
+        return errc(errno);
+      }
+      for (size_t i = 1; i < p.size(); ++i)
+        if (p[i].revents) {
+          woken = p[i].fd;
+          return errc(EINTR);
+        }
+      return {};
+    }
+  }
   static std::error_code map(const boost::system::error_code &ec) {
     if (!ec) return {};
     // EOF, a TLS close, a reset or a shut-down socket: the client is gone.
@@ -95,6 +117,7 @@ class TlsControlStream final : public ControlStream {
     return errc(ECONNRESET);
   }
   ssl::stream<tcp::socket> &s_;
+  std::vector<int> wake_;
 };
 
 std::string peer_common_name(SSL *ssl) {

@@ -9,6 +9,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -129,12 +130,28 @@ Session::Session(PoolStore &store, ControlStream &io, SessionParams params, int 
   fatal_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (signal_fd_ >= 0) io_.add_wake_fd(signal_fd_);
   if (fatal_fd_ >= 0) io_.add_wake_fd(fatal_fd_);
+  if (params_.peer_timeout.count() > 0) {
+    idle_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    if (idle_fd_ >= 0) io_.add_wake_fd(idle_fd_);
+  }
+}
+
+// The client's keepalives must keep coming: the session ends when the
+// control channel has been silent for peer_timeout.
+void Session::arm_idle_timer() noexcept {
+  if (idle_fd_ < 0) return;
+  const auto ms = params_.peer_timeout.count();
+  itimerspec its{};
+  its.it_value.tv_sec = static_cast<time_t>(ms / 1000);
+  its.it_value.tv_nsec = static_cast<long>(ms % 1000) * 1000000;
+  ::timerfd_settime(idle_fd_, 0, &its, nullptr);
 }
 
 Session::~Session() {
   release(false);
   g_sessions.fetch_sub(1);
   if (fatal_fd_ >= 0) ::close(fatal_fd_);
+  if (idle_fd_ >= 0) ::close(idle_fd_);
 }
 
 void Session::release(bool remove) noexcept {
@@ -417,6 +434,12 @@ SessionEnd Session::run() noexcept try {
         release(false);
         return SessionEnd::kSignal;
       }
+      if (woken == idle_fd_) {
+        RPMEM_LOG_NOTICE("client silent for %lld ms (its keepalives stopped): ending the session",
+                         static_cast<long long>(params_.peer_timeout.count()));
+        release(false);
+        return SessionEnd::kDisconnected;
+      }
       RPMEM_LOG_ERR("a data lane failed: ending the session");
       release(false);
       return SessionEnd::kFatal;
@@ -431,9 +454,14 @@ SessionEnd Session::run() noexcept try {
       release(false);
       return SessionEnd::kFatal;
     }
+    if (hdr.type == MsgType::kKeepalive) keepalives_ = true;
+    if (keepalives_) arm_idle_timer();
     SessionEnd end = SessionEnd::kClosed;
     bool done = false;
     switch (hdr.type) {
+      case MsgType::kKeepalive:  // no reply
+        if (hdr.size != 0) ec = errc(EPROTO);
+        break;
       case MsgType::kCreate:
       case MsgType::kOpen:
         ec = handle_pool_request(hdr.type, payload, end);

@@ -57,6 +57,7 @@ class Session {
   std::error_code handle_close(const proto::Bytes &payload);
   std::error_code handle_remove(const proto::Bytes &payload);
   void release(bool remove) noexcept;  // stops the lanes, closes the pool
+  void arm_idle_timer() noexcept;
   void log_policy() const;
 
   PoolStore &store_;
@@ -67,7 +68,10 @@ class Session {
   std::unique_ptr<MappedPool> pool_;
   std::unique_ptr<PoolView> view_;
   std::unique_ptr<rpmem::transport::Target> target_;
-  long lane_fds_ = 0;  // this session's share of the process's descriptor budget
+  long lane_fds_ = 0;
+  int idle_fd_ = -1;         // timerfd: the control channel's silence bound
+  bool keepalives_ = false;  // the client sends them: silence ends the session  // this session's
+                             // share of the process's descriptor budget
   bool created_ = false;
   std::string pool_set_;  // the name the open pool was created/opened by
   bool apm_ = false;      // the open pool is served with APM (verbs only)

@@ -120,7 +120,7 @@ TEST(ProtoFrameHeader, AcceptsEveryKnownType) {
 }
 
 TEST(ProtoFrameHeader, RejectsUnknownTypes) {
-  for (int t : {0, 11, 0x100, 0xffff}) {
+  for (int t : {0, 12, 0x100, 0xffff}) {
     const Bytes hdr = {static_cast<uint8_t>(t), static_cast<uint8_t>(t >> 8), 0, 0, 0, 0, 0, 0};
     EXPECT_FALSE(decode_frame_header(hdr)) << t;
   }
@@ -164,10 +164,19 @@ TEST(ProtoHello, EncodesGoldenBytes) {
 
 TEST(ProtoHello, DefaultsCarryProtocolVersion) {
   const Bytes golden = {0x01, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x01, 0x00,
-                        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
+                        0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
   Hello m;
   m.transports = transport_bit(TransportKind::kTcp);
   EXPECT_EQ(encode(m), golden);
+}
+
+TEST(ProtoKeepalive, IsAnEmptyFrameOfItsOwnType) {
+  const Bytes golden = {0x0b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+  EXPECT_EQ(encode_keepalive(), golden);
+  auto h = decode_frame_header(golden);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->type, MsgType::kKeepalive);
+  EXPECT_EQ(h->size, 0u);
 }
 
 TEST(ProtoHello, RoundTrips) {
