@@ -129,13 +129,14 @@ constexpr std::chrono::seconds kKeepaliveInterval{3};
 
 void Pool::start_keepalive() {
   keepalive_ = std::thread([this] {
+    // The first one at once: from then on the daemon expects them.
     std::unique_lock lock(control_mu_);
-    while (!keepalive_cv_.wait_for(lock, kKeepaliveInterval, [this] { return keepalive_stop_; })) {
+    do {
       if (auto ec = channel_->send(proto::encode_keepalive(), settings_.control_timeout())) {
         RPMEM_LOG_WARN("keepalive: %s", ec.message().c_str());
         return;
       }
-    }
+    } while (!keepalive_cv_.wait_for(lock, kKeepaliveInterval, [this] { return keepalive_stop_; }));
   });
 }
 

@@ -66,60 +66,6 @@ int activated_socket() {
   return -1;
 }
 
-// A TLS stream as a session's control channel. A wait for input also
-// watches the session's wake-up descriptors (a failed lane, the idle bound);
-// the service ends a session by shutting its socket down.
-class TlsControlStream final : public ControlStream {
- public:
-  explicit TlsControlStream(ssl::stream<tcp::socket> &s) : s_(s) {}
-  std::error_code read_frame(proto::FrameHeader &hdr, proto::Bytes &payload, int &woken) override {
-    return read_frame_with(
-        [&](uint8_t *buf, size_t n) {
-          if (auto ec = wait_readable(woken)) return ec;
-          boost::system::error_code ec;
-          asio::read(s_, asio::buffer(buf, n), ec);
-          return map(ec);
-        },
-        hdr, payload);
-  }
-  std::error_code write_all(const proto::Bytes &bytes) override {
-    boost::system::error_code ec;
-    asio::write(s_, asio::buffer(bytes), ec);
-    return map(ec);
-  }
-  void add_wake_fd(int fd) override { wake_.push_back(fd); }
-
- private:
-  // Until the socket (or TLS's own buffer) has input: EINTR with `woken`
-  // when a wake-up descriptor comes first.
-  std::error_code wait_readable(int &woken) {
-    if (SSL_pending(s_.native_handle()) > 0) return {};
-    std::vector<pollfd> p;
-    p.push_back({s_.next_layer().native_handle(), POLLIN, 0});
-    for (int fd : wake_) p.push_back({fd, POLLIN, 0});
-    for (;;) {
-      if (::poll(p.data(), p.size(), -1) < 0) {
-        if (errno == EINTR) continue;
-        return errc(errno);
-      }
-      for (size_t i = 1; i < p.size(); ++i)
-        if (p[i].revents) {
-          woken = p[i].fd;
-          return errc(EINTR);
-        }
-      return {};
-    }
-  }
-  static std::error_code map(const boost::system::error_code &ec) {
-    if (!ec) return {};
-    // EOF, a TLS close, a reset or a shut-down socket: the client is gone.
-    RPMEM_LOG_DEBUG("control connection: %s", ec.message().c_str());
-    return errc(ECONNRESET);
-  }
-  ssl::stream<tcp::socket> &s_;
-  std::vector<int> wake_;
-};
-
 std::string peer_common_name(SSL *ssl) {
   X509 *cert = SSL_get1_peer_certificate(ssl);
   if (!cert) return {};
@@ -215,7 +161,76 @@ struct Service::Conn {
   int fd = -1;  // the socket, for shutdown() from the loop
   std::thread thread;
   bool in_session = false;
+  bool dropped = false;  // closed to make room; its handler is still to run
+  // The session's wake-up descriptors, watched by the loop: one that becomes
+  // readable shuts the socket down, and the session's read learns which.
+  std::vector<std::unique_ptr<asio::posix::stream_descriptor>> watchers;
+  std::atomic<int> woken{-1};
 };
+
+namespace {
+
+// A TLS stream as a session's control channel, read and written with
+// blocking calls on the session's thread. A wake-up descriptor (a failed
+// lane, the idle bound) is watched on the service's loop, which shuts the
+// socket down when it fires: the blocking read then ends, and reports it.
+class TlsControlStream final : public ControlStream {
+ public:
+  TlsControlStream(const std::shared_ptr<Service::Conn> &c, asio::io_context &io)
+      : c_(c), io_(io) {}
+  std::error_code read_frame(proto::FrameHeader &hdr, proto::Bytes &payload, int &woken) override {
+    auto c = c_.lock();
+    std::error_code ec = read_frame_with(
+        [&](uint8_t *buf, size_t n) {
+          boost::system::error_code e;
+          asio::read(c->stream, asio::buffer(buf, n), e);
+          return map(e);
+        },
+        hdr, payload);
+    if (ec && c->woken.load() >= 0) {
+      woken = c->woken.load();
+      return errc(EINTR);
+    }
+    return ec;
+  }
+  std::error_code write_all(const proto::Bytes &bytes) override {
+    boost::system::error_code ec;
+    asio::write(c_.lock()->stream, asio::buffer(bytes), ec);
+    return map(ec);
+  }
+  void add_wake_fd(int fd) override {
+    const int dup_fd = ::dup(fd);
+    if (dup_fd < 0) return;
+    asio::post(io_, [weak = c_, dup_fd, fd, &io = io_] {
+      auto c = weak.lock();
+      if (!c || !c->in_session) {
+        ::close(dup_fd);
+        return;
+      }
+      auto w = std::make_unique<asio::posix::stream_descriptor>(io, dup_fd);
+      w->async_wait(asio::posix::descriptor_base::wait_read,
+                    [weak, fd](const boost::system::error_code &ec) {
+                      auto conn = weak.lock();
+                      if (ec || !conn) return;
+                      conn->woken.store(fd);
+                      ::shutdown(conn->fd, SHUT_RDWR);
+                    });
+      c->watchers.push_back(std::move(w));
+    });
+  }
+
+ private:
+  static std::error_code map(const boost::system::error_code &ec) {
+    if (!ec) return {};
+    // EOF, a TLS close, a reset or a shut-down socket: the client is gone.
+    RPMEM_LOG_DEBUG("control connection: %s", ec.message().c_str());
+    return errc(ECONNRESET);
+  }
+  std::weak_ptr<Service::Conn> c_;
+  asio::io_context &io_;
+};
+
+}  // namespace
 
 Service::Loop::Loop(Service &service, ssl::context &ctx, int listen_fd, int signal_fd)
     : service_(service),
@@ -287,20 +302,6 @@ void Service::Loop::stop() {
   }
 }
 
-void Service::Loop::refuse(const std::string &peer, const char *why) {
-  const auto now = std::chrono::steady_clock::now();
-  if (now - log_window_ >= std::chrono::seconds(1)) {
-    if (suppressed_ > 0)
-      RPMEM_LOG_WARN("service: %u more connections refused in the last second", suppressed_);
-    log_window_ = now;
-    logged_ = suppressed_ = 0;
-  }
-  if (logged_++ < 10)
-    RPMEM_LOG_WARN("service: connection from %s refused: %s", peer.c_str(), why);
-  else
-    ++suppressed_;
-}
-
 void Service::Loop::accept_next() {
   if (stopping_) return;
   acceptor_.async_accept([this](const boost::system::error_code &ec, tcp::socket socket) {
@@ -314,7 +315,7 @@ void Service::Loop::accept_next() {
         if (victim >= 0) ::close(victim);
         spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
       }
-      refuse("?", "out of file descriptors");
+      refusals_.refused("?", "out of file descriptors");
       backoff_.expires_after(std::chrono::milliseconds(50));
       backoff_.async_wait([this](const boost::system::error_code &e) {
         if (!e) accept_next();
@@ -334,21 +335,20 @@ void Service::Loop::admit(tcp::socket socket) {
   if (remote.address().is_v6() && remote.address().to_v6().is_v4_mapped())
     peer = asio::ip::make_address_v4(asio::ip::v4_mapped, remote.address().to_v6()).to_string();
   const char *why = nullptr;
-  if (handshakes_ >= config_.max_handshakes)
-    why = "too many TLS handshakes in progress (max-handshakes)";
-  else if (conns_.size() >= config_.max_connections)
-    why = "too many connections (max-connections)";
-  else if (per_address_[peer] >= config_.max_per_address)
+  auto known = per_address_.find(peer);
+  if (known != per_address_.end() && known->second >= config_.max_per_address)
     why = "too many connections from this address (max-per-address)";
-  if (why) {
-    if (per_address_[peer] == 0) per_address_.erase(peer);
-    return refuse(peer, why);
-  }
+  else if (conns_.size() >= config_.max_connections && !drop_oldest_handshake())
+    why = "too many connections (max-connections)";
+  if (why) return refusals_.refused(peer, why);
+  // Handshakes full: the oldest one goes, so that strangers who connect and
+  // say nothing cannot keep a real client out for the handshake timeout.
+  if (handshakes_ >= config_.max_handshakes) drop_oldest_handshake();
   std::shared_ptr<Conn> c;
   try {
     c = std::make_shared<Conn>(io_, ctx_);
   } catch (const std::exception &e) {
-    return refuse(peer, e.what());
+    return refusals_.refused(peer, e.what());
   }
   c->id = ++next_id_;
   c->peer = peer;
@@ -371,6 +371,18 @@ void Service::Loop::admit(tcp::socket socket) {
   });
   c->stream.async_handshake(ssl::stream_base::server,
                             [this, c](const boost::system::error_code &e) { handshaken(c, e); });
+}
+
+bool Service::Loop::drop_oldest_handshake() {
+  for (auto &c : conns_) {  // in the order they came
+    if (c->in_session || c->dropped) continue;
+    c->dropped = true;
+    refusals_.refused(c->peer, "the oldest TLS handshake, dropped for a newer connection");
+    boost::system::error_code ignored;
+    c->stream.next_layer().close(ignored);  // its handler forgets it
+    return true;
+  }
+  return false;
 }
 
 void Service::Loop::forget(const std::shared_ptr<Conn> &c) {
@@ -413,7 +425,7 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
                    c->peer.c_str(), cn.c_str(), dir.c_str());
   try {
     c->thread = std::thread([this, c] {
-      serve(*c);
+      serve(c);
       ::shutdown(c->fd, SHUT_RDWR);  // the client sees the end now
       asio::post(io_, [this, c] { session_done(c); });
     });
@@ -448,6 +460,8 @@ void Service::Loop::refuse_session(const std::shared_ptr<Conn> &c) {
 
 void Service::Loop::session_done(const std::shared_ptr<Conn> &c) {
   if (c->thread.joinable()) c->thread.join();  // it has posted this: it is ending
+  c->in_session = false;
+  c->watchers.clear();
   --sessions_;
   RPMEM_LOG_INFO("client %u (%s): session ended", c->id, c->peer.c_str());
   forget(c);
@@ -455,9 +469,10 @@ void Service::Loop::session_done(const std::shared_ptr<Conn> &c) {
 
 // The session of an authenticated client, on its own thread: blocking I/O
 // on the TLS stream (no asynchronous operation runs on it any more).
-void Service::Loop::serve(Conn &c) noexcept {
+void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
+  Conn &c = *conn;
   try {
-    TlsControlStream control(c.stream);
+    TlsControlStream control(conn, io_);
     proto::Hello hello;
     hello.transports = rpmem::transport::available_transports();
     if (control.write_all(proto::encode(hello))) return;

@@ -8,6 +8,7 @@
 #ifndef RPMEMD_SERVICE_H
 #define RPMEMD_SERVICE_H
 
+#include "common/refusal_log.h"
 #include "rpmemd/config.h"
 
 #include <boost/asio/io_context.hpp>
@@ -38,8 +39,10 @@ class Service {
   // (bad TLS files, cannot listen).
   int run();
 
+ public:
+  struct Conn;  // one control connection
+
  private:
-  struct Conn;
   // The event loop on the main thread: accepts, admits (the caps), runs
   // every TLS handshake with a deadline, and starts a session's thread only
   // for an authenticated client. No stranger costs a thread.
@@ -58,8 +61,8 @@ class Service {
     void refuse_session(const std::shared_ptr<Conn> &c);
     void session_done(const std::shared_ptr<Conn> &c);
     void forget(const std::shared_ptr<Conn> &c);
-    void refuse(const std::string &peer, const char *why);  // rate-limited log
-    void serve(Conn &c) noexcept;                           // a session's thread
+    bool drop_oldest_handshake();                         // false when there is none
+    void serve(const std::shared_ptr<Conn> &c) noexcept;  // a session's thread
 
     Service &service_;
     const Config &config_;
@@ -76,8 +79,7 @@ class Service {
     std::vector<std::shared_ptr<Conn>> conns_;
     unsigned handshakes_ = 0, sessions_ = 0;
     std::map<std::string, unsigned> per_address_, per_client_;
-    std::chrono::steady_clock::time_point log_window_{};
-    unsigned logged_ = 0, suppressed_ = 0;
+    rpmem::RefusalLog refusals_{"connection"};
   };
 
   Config config_;

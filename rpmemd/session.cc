@@ -454,7 +454,11 @@ SessionEnd Session::run() noexcept try {
       release(false);
       return SessionEnd::kFatal;
     }
-    if (hdr.type == MsgType::kKeepalive) keepalives_ = true;
+    if (hdr.type == MsgType::kKeepalive && !keepalives_) {
+      keepalives_ = true;
+      RPMEM_LOG_INFO("the client sends keepalives: %lld ms of silence end the session",
+                     static_cast<long long>(params_.peer_timeout.count()));
+    }
     if (keepalives_) arm_idle_timer();
     SessionEnd end = SessionEnd::kClosed;
     bool done = false;

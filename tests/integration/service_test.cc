@@ -3,12 +3,15 @@
 // pools at once, refusals (no certificate, another CA, a name outside the
 // client's directory), remove, and SIGTERM during traffic.
 #include "tests/integration/harness.h"
+#include "tests/integration/raw_peer.h"
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -18,7 +21,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "librpmem.h"
@@ -65,7 +70,8 @@ class Service : public ::testing::Test {
                                        << "service-listen = 127.0.0.1:" << port_ << "\n"
                                        << "tls-ca = " << d << "/ca.crt\n"
                                        << "tls-cert = " << d << "/server.crt\n"
-                                       << "tls-key = " << d << "/server.key\n";
+                                       << "tls-key = " << d << "/server.key\n"
+                                       << extra_conf_;
     // A datagram socket standing in for systemd's notification socket.
     notify_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     sockaddr_un un{};
@@ -77,6 +83,10 @@ class Service : public ::testing::Test {
     ASSERT_GE(daemon_, 0);
     if (daemon_ == 0) {
       ::setenv("NOTIFY_SOCKET", notify_path.c_str(), 1);
+      if (nofile_ > 0) {
+        rlimit rl{nofile_, nofile_};
+        ::setrlimit(RLIMIT_NOFILE, &rl);
+      }
       ::execl(RPMEMD_PATH, RPMEMD_PATH, "-c", (d + "/service.conf").c_str(), nullptr);
       ::_exit(127);
     }
@@ -119,6 +129,8 @@ class Service : public ::testing::Test {
   }
 
   Target target_;
+  std::string extra_conf_;  // more lines for service.conf
+  rlim_t nofile_ = 0;       // the service's RLIMIT_NOFILE (soft and hard); 0: inherited
   int notify_fd_ = -1;
   pid_t daemon_ = -1;
   int port_ = 0;
@@ -334,6 +346,276 @@ TEST_F(Service, TakesTheListeningSocketFromSystemdSocketActivation) {
   EXPECT_NE(alog.find("listening on the socket systemd passed"), std::string::npos) << alog;
   auto r = target_.remote_pool({{kPool, "alice.part"}}, false);
   EXPECT_TRUE(same_bytes(r.data(), local.data(), 0, kPool));
+}
+
+// --- Strangers and crowds ------------------------------------------------------------------------
+
+// What the service process holds: threads, descriptors, memory mappings, RSS.
+struct Footprint {
+  long threads = 0, fds = 0, maps = 0, rss_kib = 0;
+};
+
+Footprint footprint(pid_t pid) {
+  Footprint f;
+  const std::string base = "/proc/" + std::to_string(pid);
+  std::ifstream status(base + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("Threads:", 0) == 0) f.threads = std::stol(line.substr(8));
+    if (line.rfind("VmRSS:", 0) == 0) f.rss_kib = std::stol(line.substr(6));
+  }
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(base + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++f.fds;
+  std::ifstream maps(base + "/maps");
+  for (std::string line; std::getline(maps, line);) ++f.maps;
+  return f;
+}
+
+std::string describe(const Footprint &f) {
+  return std::to_string(f.threads) + " threads, " + std::to_string(f.fds) + " descriptors, " +
+         std::to_string(f.maps) + " mappings, RSS " + std::to_string(f.rss_kib / 1024) + " MiB";
+}
+
+// A TCP connection to 127.0.0.1:port from `source` (another loopback
+// address: another host, as far as the service can tell); -1 on failure.
+// It ends with a reset, so that tens of thousands of them leave no TIME_WAIT
+// behind to exhaust the ephemeral ports.
+int connect_from(const std::string &source, int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  linger lg{1, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  ::inet_pton(AF_INET, source.c_str(), &a.sin_addr);
+  sockaddr_in b{};
+  b.sin_family = AF_INET;
+  b.sin_port = htons(static_cast<uint16_t>(port));
+  b.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr *>(&b), sizeof(b)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+void raise_own_nofile(rlim_t want) {
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = std::min(want, rl.rlim_max);
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+class ServiceCrowd : public Service {
+ protected:
+  // A client's whole job: create, persist every byte over its lanes,
+  // close; the part file then holds them. Returns how long it took.
+  std::chrono::milliseconds real_client(const std::string &set, const std::string &part,
+                                        uint8_t seed) {
+    const auto t0 = Clock::now();
+    LocalPool local(kPool, seed);
+    unsigned nl = 2;
+    RPMEMpool *rpp = create(set.c_str(), local, nl);
+    EXPECT_NE(rpp, nullptr) << rpmem_errormsg() << log();
+    if (!rpp) return {};
+    for (size_t off = 0; off < kPool; off += 65536)
+      EXPECT_EQ(rpmem_persist(rpp, off, 65536, static_cast<unsigned>(off / 65536) % nl, 0), 0)
+          << rpmem_errormsg();
+    EXPECT_EQ(rpmem_close(rpp), 0) << rpmem_errormsg();
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+    auto r = target_.remote_pool({{kPool, part}}, false);
+    EXPECT_TRUE(same_bytes(r.data(), local.data(), 0, kPool));
+    return took;
+  }
+};
+
+class ServiceAtSoftLimit : public ServiceCrowd {
+ protected:
+  ServiceAtSoftLimit() { nofile_ = 1024; }
+};
+
+TEST_F(ServiceAtSoftLimit, IdleStrangersAndHalfHandshakesDoNotKeepAClientOut) {
+  raise_own_nofile(8192);
+  // 2000 connections that send nothing, from 20 other addresses, and 500
+  // that stop in the middle of a TLS ClientHello, from 10 more.
+  std::vector<int> held;
+  for (int i = 0; i < 2000; ++i) {
+    int fd = connect_from("127.0.1." + std::to_string(1 + i % 20), port_);
+    if (fd >= 0) held.push_back(fd);
+  }
+  const uint8_t half_hello[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03};
+  for (int i = 0; i < 500; ++i) {
+    int fd = connect_from("127.0.2." + std::to_string(1 + i % 10), port_);
+    if (fd < 0) continue;
+    write_all_fd(fd, half_hello, sizeof(half_hello));
+    held.push_back(fd);
+  }
+  EXPECT_GE(held.size(), 2400u);
+  // More strangers keep coming while the real client works.
+  std::atomic<bool> done{false};
+  std::thread more([&] {
+    for (int i = 0; i < 3000 && !done.load(); ++i) {
+      int fd = connect_from("127.0.3." + std::to_string(1 + i % 40), port_);
+      if (fd >= 0) ::close(fd);
+    }
+  });
+  const auto took = real_client("p.set", "alice.part", 5);
+  done = true;
+  more.join();
+  const Footprint f = footprint(daemon_);
+  std::cout << "service under " << held.size() << " strangers: the client took " << took.count()
+            << " ms; the service holds " << describe(f) << "\n";
+  EXPECT_LE(f.threads, 8) << "a stranger costs no thread";
+  EXPECT_LT(f.fds, 400) << "strangers past the caps are closed";
+  for (int fd : held) ::close(fd);
+  // The service is still there for the next client.
+  as("bob");
+  real_client("p.set", "bob.part", 6);
+  EXPECT_NE(log().find("the oldest TLS handshake, dropped"), std::string::npos) << log();
+}
+
+TEST_F(ServiceCrowd, ConnectAndCloseOnADataPortLeavesThreadsAndMappingsFlat) {
+  LocalPool local(kPool, 9);
+  unsigned nl = 2;
+  RPMEMpool *rpp = create("p.set", local, nl);
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
+  const uint16_t port = data_port_from_log(log());
+  ASSERT_NE(port, 0) << log();
+  ASSERT_EQ(rpmem_persist(rpp, 0, 65536, 0, 0), 0);
+  const Footprint before = footprint(daemon_);
+  const auto t0 = Clock::now();
+  int connected = 0;
+  for (int i = 0; i < 50000; ++i) {
+    int fd = connect_from("127.0.0.1", port);
+    if (fd >= 0) {
+      ++connected;
+      ::close(fd);
+    }
+    if (i % 5000 == 4999) {  // the session goes on meanwhile
+      const size_t off = static_cast<size_t>(i / 5000) * 65536;
+      local.fill(off, 65536, static_cast<uint8_t>(i));
+      ASSERT_EQ(rpmem_persist(rpp, off, 65536, static_cast<unsigned>(i / 5000) % nl, 0), 0)
+          << rpmem_errormsg();
+    }
+  }
+  const auto secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const Footprint after = footprint(daemon_);
+  std::cout << connected << " connect/close in " << secs << " s; before: " << describe(before)
+            << "; after: " << describe(after) << "\n";
+  EXPECT_GE(connected, 45000);
+  EXPECT_EQ(after.threads, before.threads);
+  EXPECT_LE(after.maps, before.maps + 8);
+  EXPECT_LE(after.fds, before.fds + 8);
+  ASSERT_EQ(rpmem_persist(rpp, 0, kPool, 1, 0), 0) << rpmem_errormsg();
+  ASSERT_EQ(rpmem_close(rpp), 0);
+  auto r = target_.remote_pool({{kPool, "alice.part"}}, false);
+  EXPECT_TRUE(same_bytes(r.data(), local.data(), 0, kPool));
+}
+
+TEST_F(ServiceCrowd, DataConnectionFromAnotherAddressIsClosedUnheard) {
+  LocalPool local(kPool, 9);
+  unsigned nl = 1;
+  RPMEMpool *rpp = create("p.set", local, nl);
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
+  const uint16_t port = data_port_from_log(log());
+  int fd = connect_from("127.0.0.9", port);
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(peer_closes(fd, 5000)) << "closed at once, before any hello";
+  ::close(fd);
+  ASSERT_EQ(rpmem_persist(rpp, 0, kPool, 0, 0), 0) << rpmem_errormsg();
+  ASSERT_EQ(rpmem_close(rpp), 0);
+  EXPECT_NE(log().find("not from the session's client address"), std::string::npos) << log();
+}
+
+class ServiceWithPeerTimeout : public ServiceCrowd {
+ protected:
+  ServiceWithPeerTimeout() { extra_conf_ = "peer-timeout = 10\n"; }
+};
+
+TEST_F(ServiceWithPeerTimeout, StoppedClientLosesItsPoolWithinThePeerTimeout) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    LocalPool local(kPool, 33);
+    unsigned nl = 1;
+    RPMEMpool *rpp = create("p.set", local, nl);
+    if (!rpp || rpmem_persist(rpp, 0, kPool, 0, 0)) ::_exit(1);
+    [[maybe_unused]] auto n = ::write(ready[1], "x", 1);
+    for (;;) ::pause();
+  }
+  ::close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(::read(ready[0], &c, 1), 1) << "the first client could not write its pool";
+  ::close(ready[0]);
+  ASSERT_TRUE(stop_process(child, std::chrono::seconds(5)));
+  // A client that started again: EBUSY until the stopped one's session ends.
+  LocalPool mine(kPool, 1);
+  const auto t0 = Clock::now();
+  RPMEMpool *rpp = nullptr;
+  int busy = 0;
+  while (!rpp && Clock::now() - t0 < std::chrono::seconds(30)) {
+    unsigned nl = 1;
+    rpp = rpmem_open(target_str_.c_str(), "p.set", mine.data(), kPool, &nl, nullptr);
+    if (!rpp) {
+      EXPECT_EQ(errno, EBUSY) << rpmem_errormsg();
+      ++busy;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+  }
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  ::kill(child, SIGKILL);
+  ::waitpid(child, nullptr, 0);
+  ASSERT_NE(rpp, nullptr) << log();
+  std::cout << "the pool of a stopped client was free again after " << waited.count() << " ms ("
+            << busy << " EBUSY)\n";
+  EXPECT_GT(busy, 0);
+  EXPECT_LT(waited, std::chrono::seconds(16)) << "peer-timeout is 10 s";
+  // What the stopped client had acknowledged is there.
+  std::vector<uint8_t> back(kPool);
+  ASSERT_EQ(rpmem_read(rpp, back.data(), 0, kPool, 0), 0) << rpmem_errormsg();
+  LocalPool theirs(kPool, 33);
+  EXPECT_TRUE(same_bytes(back.data(), theirs.data(), 0, kPool));
+  EXPECT_EQ(rpmem_close(rpp), 0);
+  EXPECT_NE(log().find("keepalives stopped"), std::string::npos) << log();
+}
+
+class ServiceWithALaneBudget : public ServiceCrowd {
+ protected:
+  ServiceWithALaneBudget() {
+    nofile_ = 1100;
+    extra_conf_ = "max-lanes = 1024\n";
+  }
+};
+
+TEST_F(ServiceWithALaneBudget, SecondClientAskingFor1024LanesIsRefusedAndTheFirstGoesOn) {
+  raise_own_nofile(8192);
+  LocalPool a(kPool, 3);
+  unsigned nla = 1024;
+  RPMEMpool *ra = create("p.set", a, nla);
+  ASSERT_NE(ra, nullptr) << rpmem_errormsg() << log();
+  EXPECT_EQ(nla, 1024u);
+  as("bob");
+  LocalPool b(kPool, 4);
+  unsigned nlb = 1024;
+  errno = 0;
+  EXPECT_EQ(create("p.set", b, nlb), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_STREQ(rpmem_errormsg(), "Invalid number of lanes");
+  EXPECT_NE(log().find("no file descriptors left for lanes"), std::string::npos) << log();
+  EXPECT_FALSE(file_exists(target_.part_path("bob.part")));
+  for (unsigned lane = 0; lane < nla; lane += 97)
+    ASSERT_EQ(rpmem_persist(ra, lane * 4096, 4096, lane, 0), 0) << rpmem_errormsg();
+  ASSERT_EQ(rpmem_persist(ra, 0, kPool, 1023, 0), 0) << rpmem_errormsg();
+  ASSERT_EQ(rpmem_close(ra), 0);
+  auto r = target_.remote_pool({{kPool, "alice.part"}}, false);
+  EXPECT_TRUE(same_bytes(r.data(), a.data(), 0, kPool));
+  // The budget is back: bob is served now.
+  real_client("p.set", "bob.part", 4);
 }
 
 }  // namespace

@@ -35,9 +35,6 @@ namespace {
 // Connections of one session in their hello at once; more are closed.
 constexpr size_t kMaxPendingHellos = 64;
 constexpr int kMaxEvents = 64;
-// Refusals of one kind logged in a second before they are only counted.
-constexpr unsigned kLogsPerSecond = 5;
-constexpr size_t kMaxReasons = 16;
 
 // The address of a peer as text, an IPv4-mapped IPv6 address as IPv4.
 std::string numeric_address(const sockaddr_storage &ss) {
@@ -171,29 +168,6 @@ void TcpTarget::fatal(const std::string &why) {
   if (!fatal_sent_.exchange(true) && params_.on_fatal) params_.on_fatal(why);
 }
 
-void TcpTarget::refused(const std::string &peer, const char *why) {
-  const auto now = Clock::now();
-  if (now - log_window_ >= std::chrono::seconds(1)) flush_refusals(now);
-  auto it = std::find_if(refusals_.begin(), refusals_.end(),
-                         [&](const Refusals &r) { return r.why == why; });
-  if (it == refusals_.end() && refusals_.size() < kMaxReasons) {
-    refusals_.push_back({why, 0, 0});
-    it = refusals_.end() - 1;
-  }
-  if (it == refusals_.end() || it->logged++ < kLogsPerSecond)
-    RPMEM_LOG_WARN("data connection from %s refused: %s", peer.c_str(), why);
-  else
-    ++it->suppressed;
-}
-
-void TcpTarget::flush_refusals(Clock::time_point now) {
-  for (const Refusals &r : refusals_)
-    if (r.suppressed > 0)
-      RPMEM_LOG_WARN("%u more data connections refused: %s", r.suppressed, r.why);
-  refusals_.clear();
-  log_window_ = now;
-}
-
 void TcpTarget::run() noexcept {
   try {
     loop();
@@ -202,7 +176,7 @@ void TcpTarget::run() noexcept {
   }
   for (auto &h : hellos_) ::close(h->fd);
   hellos_.clear();
-  flush_refusals(Clock::now());
+  refusals_.flush();
 }
 
 void TcpTarget::loop() {
@@ -212,7 +186,7 @@ void TcpTarget::loop() {
     const auto now = Clock::now();
     for (size_t i = 0; i < hellos_.size();) {  // at most kMaxPendingHellos
       if (hellos_[i]->deadline <= now) {
-        refused(hellos_[i]->peer, "no lane hello in time");
+        refusals_.refused(hellos_[i]->peer, "no lane hello in time");
         close_hello(*hellos_[i]);
         continue;
       }
@@ -256,8 +230,8 @@ void TcpTarget::accept_ready() {
           if (victim >= 0) ::close(victim);
           spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
         }
-        refused("?", err == EMFILE ? "out of file descriptors (RLIMIT_NOFILE)"
-                                   : "out of file descriptors (system-wide)");
+        refusals_.refused("?", err == EMFILE ? "out of file descriptors (RLIMIT_NOFILE)"
+                                             : "out of file descriptors (system-wide)");
       } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {
         RPMEM_LOG_WARN("data listener: accept failed: %s", strerror(errno));
       }
@@ -267,12 +241,12 @@ void TcpTarget::accept_ready() {
     const std::string peer = address + ":" + std::to_string(port_of(ss));
     if (!params_.peer_address.empty() && address != params_.peer_address) {
       ::close(fd);
-      refused(peer, "not from the session's client address");
+      refusals_.refused(peer, "not from the session's client address");
       continue;
     }
     if (hellos_.size() >= kMaxPendingHellos) {
       ::close(fd);
-      refused(peer, "too many connections in their hello");
+      refusals_.refused(peer, "too many connections in their hello");
       continue;
     }
     std::unique_ptr<Hello> h;
@@ -281,7 +255,7 @@ void TcpTarget::accept_ready() {
       h->peer = peer;
     } catch (const std::bad_alloc &) {
       ::close(fd);
-      refused(peer, "out of memory");
+      refusals_.refused(peer, "out of memory");
       continue;
     }
     h->fd = fd;
@@ -291,7 +265,7 @@ void TcpTarget::accept_ready() {
     ev.data.ptr = h.get();
     if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
       ::close(fd);
-      refused(peer, strerror(errno));
+      refusals_.refused(peer, strerror(errno));
       continue;
     }
     hellos_.push_back(std::move(h));
@@ -309,7 +283,7 @@ void TcpTarget::hello_ready(Hello &h) {
   std::error_code ec = recv_nowait(h.fd, h.buf + h.got, sizeof(h.buf) - h.got, got);
   h.got += got;
   if (ec) {
-    refused(h.peer, "no lane hello");
+    refusals_.refused(h.peer, "no lane hello");
     return close_hello(h);
   }
   if (h.got < sizeof(h.buf)) return;  // the rest comes later
@@ -321,7 +295,7 @@ void TcpTarget::hello_ready(Hello &h) {
   else
     refusal = admission_.admit(hello->secret, hello->lane, hello->nlanes);
   if (refusal) {
-    refused(h.peer, refusal);
+    refusals_.refused(h.peer, refusal);
     uint8_t no[proto::kLaneHelloReplySize] = {EACCES, 0, 0, 0, 0, 0, 0, 0};
     [[maybe_unused]] auto n = ::send(h.fd, no, sizeof(no), MSG_NOSIGNAL | MSG_DONTWAIT);
     return close_hello(h);

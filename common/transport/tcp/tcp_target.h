@@ -12,6 +12,7 @@
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 
+#include "common/refusal_log.h"
 #include "common/transport/copy_words.h"
 #include "common/transport/lane_admission.h"
 #include "common/transport/transport.h"
@@ -51,10 +52,6 @@ class TcpTarget final : public Target {
   void close_hello(Hello &h);
   void hand_over(int fd, unsigned lane);
   void fatal(const std::string &why);
-  // Logs a refused connection, at most a few lines a second for each kind
-  // of refusal; the others are counted, and the counts logged later.
-  void refused(const std::string &peer, const char *why);
-  void flush_refusals(std::chrono::steady_clock::time_point now);
 
   TargetPool &pool_;
   TargetParams params_;
@@ -72,12 +69,7 @@ class TcpTarget final : public Target {
   std::vector<std::unique_ptr<Hello>> hellos_;
   std::vector<std::unique_ptr<LaneServer>> servers_;
   unsigned nservers_ = 0;  // fixed with the lane count
-  struct Refusals {
-    const char *why;
-    unsigned logged, suppressed;
-  };
-  std::chrono::steady_clock::time_point log_window_{};
-  std::vector<Refusals> refusals_;
+  RefusalLog refusals_{"data connection"};
   std::thread listener_;
 };
 
