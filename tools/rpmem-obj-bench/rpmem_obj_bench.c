@@ -402,8 +402,10 @@ static void *worker_main(void *arg) {
   int measuring = 0;
   for (;;) {
     int phase = atomic_load_explicit(&sh->phase, memory_order_acquire);
-    if (phase == 2 || atomic_load_explicit(&sh->failed, memory_order_relaxed)) break;
-    if (phase == 1 && !measuring) measuring = 1;
+    /* Every thread measures at least one transaction, however slow. */
+    if ((phase == 2 && w->nlat > 0) || atomic_load_explicit(&sh->failed, memory_order_relaxed))
+      break;
+    if (phase >= 1 && !measuring) measuring = 1;
     uint64_t i = w->next++;
     uint64_t key = key_of(sh->op, sh->size_index, i, sh->keys);
     uint64_t t0 = now_ns();
@@ -610,7 +612,7 @@ static void print_results(const struct options *o, const struct result *rs, size
     const struct result *loc = r->cfg->remote ? partner(rs, n, r, 0) : NULL;
     if (loc && !err && !failed(loc)) {
       double lt = median_of(loc, offsetof(struct run, tx_s));
-      if (lt > 0) snprintf(ratio, sizeof(ratio), "%.3f", tx_s / lt);
+      if (lt > 0) snprintf(ratio, sizeof(ratio), "%.3g", tx_s / lt);
     }
     calls_text(calls, sizeof(calls), r, o->csv);
     if (o->csv) {
