@@ -571,7 +571,8 @@ static void calls_text(char *buf, size_t len, const struct result *r, int csv) {
     at += (size_t)snprintf(buf + at, len - at, " (");
     int first = 1;
     for (int b = 0; b < RPMEM_COUNT_NBUCKETS && at < len; ++b) {
-      if (!r->delta.hist[k][b]) continue;
+      /* The table leaves out sizes of fewer than 1 call in 200 transactions. */
+      if (!r->delta.hist[k][b] || (!csv && (double)r->delta.hist[k][b] / txs < 0.005)) continue;
       char st[32];
       size_text(st, sizeof(st), UINT64_C(1) << b);
       at += (size_t)snprintf(buf + at, len - at, "%s<=%s %.2f", first ? "" : (csv ? " " : ", "), st,
@@ -599,7 +600,7 @@ static void print_results(const struct options *o, const struct result *rs, size
         "op,size,threads,config,tx_per_s,p50_us,p99_us,replica_over_local,txs,"
         "rpmem_calls_per_tx,error\n");
   else
-    printf("%-7s %8s %7s %-10s %9s %9s %9s %8s  %s\n", "op", "value", "threads", "config", "tx/s",
+    printf("%-7s %8s %7s %-10s %9s %9s %9s %9s  %s\n", "op", "value", "threads", "config", "tx/s",
            "p50 us", "p99 us", "rep/loc", "rpmem calls per transaction");
   for (size_t i = 0; i < n; ++i) {
     const struct result *r = &rs[i];
@@ -624,7 +625,7 @@ static void print_results(const struct options *o, const struct result *rs, size
     } else {
       char rt[40] = "";
       if (*ratio) snprintf(rt, sizeof(rt), "%sx", ratio);
-      printf("%-7s %8s %7u %-10s %9.0f %9.1f %9.1f %8s  %s\n", op_names[r->op], st, r->threads,
+      printf("%-7s %8s %7u %-10s %9.0f %9.1f %9.1f %9s  %s\n", op_names[r->op], st, r->threads,
              r->cfg->name, tx_s, p50, p99, rt, calls);
     }
   }
