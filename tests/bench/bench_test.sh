@@ -4,8 +4,9 @@
 # every case it was asked for comes out, without an error, with its raw TCP
 # equivalents (raw-rr, which waits as the transport does, and raw-rr-block),
 # persist on one lane of a pool with more lanes open (--wide-lanes) against
-# one-lane persist, and the lane-scaling summary; and librpmem makes no allocation in
-# any data-path call (the benchmark counts them; sanitized builds cannot).
+# one-lane persist, and the lane-scaling summary; and librpmem makes no
+# allocation in any data-path call (the benchmark counts them; sanitized
+# builds cannot).
 # Figures are not checked: this is not a timed test.
 #   usage: bench_test.sh BUILD_DIR SANITIZE
 set -euo pipefail
