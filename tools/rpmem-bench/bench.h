@@ -18,7 +18,10 @@ enum class Op {
   kDeepPersist,     // rpmem_deep_persist
   kFlushDrain,      // batch x rpmem_flush + rpmem_drain
   kRead,            // rpmem_read
-  kRawRr,           // TCP: a request of `size` bytes, a 16-byte reply
+  kPersistWide,     // rpmem_persist(flags 0) on lane 0 of a pool with --wide-lanes lanes open
+  kRawRr,           // TCP: a request of `size` bytes, a 16-byte reply, both sides
+                    // waiting as rpmem's TCP transport waits (spin, then poll)
+  kRawRrBlock,      // the same, both sides blocking in recv
   kRawStream,       // TCP: one stream written in `size`-byte pieces
 };
 
@@ -43,6 +46,11 @@ struct Options {
   bool raw = true;
   bool rpmem = true;
   bool remove = false;  // rpmem_remove the pool at the end if we created it
+  // With wide_lanes > 0: a second pool, opened with that many lanes asked
+  // for, on which persist-wide uses lane 0 only.
+  unsigned wide_lanes = 0;
+  std::string wide_pool_set = "bench-wide.set";
+  size_t wide_pool_size = size_t{8} << 20;
   Format format = Format::kTable;
   int progress = -1;  // -1: when stderr is a terminal
 };

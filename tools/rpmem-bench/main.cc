@@ -55,10 +55,16 @@ std::vector<Case> plan(const Options &opt) {
     for (size_t size : opt.sizes) {
       if (opt.raw) {
         cases.push_back({Op::kRawRr, size, lanes});
+        cases.push_back({Op::kRawRrBlock, size, lanes});
         cases.push_back({Op::kRawStream, size, lanes});
       }
-      if (opt.rpmem)
+      if (opt.rpmem) {
         for (Op op : opt.ops) cases.push_back({op, size, lanes});
+        // One lane in use of the wide pool, next to the cases of the first
+        // lane count.
+        if (opt.wide_lanes && lanes == opt.lanes.front())
+          cases.push_back({Op::kPersistWide, size, 1});
+      }
     }
   }
   return cases;
@@ -77,12 +83,20 @@ int run(int argc, char **argv) {
 
   std::unique_ptr<RawServer> server;
   if (opt.raw) server = std::make_unique<RawServer>();
-  std::unique_ptr<RemotePool> pool;
+  std::unique_ptr<RemotePool> pool, wide;
   if (opt.rpmem) {
     pool = std::make_unique<RemotePool>(opt);
     info.pool = opt.target + ":" + opt.pool_set + ", " + pool->how_opened() + ", " +
                 std::to_string(opt.pool_size >> 20) + " MiB used, " +
                 std::to_string(pool->nlanes()) + " lanes granted";
+    if (opt.wide_lanes) {
+      wide =
+          std::make_unique<RemotePool>(opt, opt.wide_pool_set, opt.wide_pool_size, opt.wide_lanes);
+      info.pool += "\n# wide     " + opt.target + ":" + opt.wide_pool_set + ", " +
+                   wide->how_opened() + ", " + std::to_string(wide->nlanes_asked()) +
+                   " lanes asked, " + std::to_string(wide->nlanes()) +
+                   " granted; persist-wide uses lane 0 only";
+    }
   } else {
     info.pool = "(raw only)";
   }
@@ -106,7 +120,7 @@ int run(int argc, char **argv) {
           s.error_text = e.what();
         }
       } else {
-        Workload w = pool->workload(c, why);
+        Workload w = (c.op == Op::kPersistWide ? *wide : *pool).workload(c, why);
         if (w.op) {
           s = run_lanes(opt, c.lanes, w, case_label(c, rep, opt.repeat));
           if (s.error) s.error_text += std::string(" (") + rpmem_errormsg() + ")";

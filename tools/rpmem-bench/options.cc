@@ -41,6 +41,10 @@ What to measure:
   -w, --warmup SEC        unmeasured calls before each case (default 0.2)
   -r, --repeat N          runs of every case, interleaved; the figures are
                           the medians of the runs (default 1)
+      --wide-lanes N      also open a second pool (--wide-pool-set) asking for N
+                          lanes, and measure persist on its lane 0 only
+                          (persist-wide, compared with 1-lane persist)
+      --wide-pool-set NAME  its pool set (default bench-wide.set, 8M used)
       --raw-only          only the raw TCP cases
       --no-raw            no raw TCP cases
 
@@ -54,7 +58,9 @@ Each case prints latency percentiles (per call; per batch for flush),
 calls/s and MB/s (size-byte writes or reads; 1 MB = 10^6 bytes), and its
 ratio to the raw equivalent of the same size and lanes: below 64 KiB the p50
 over the p50 of a raw request/response (a SIZE-byte request, a 16-byte
-reply), from 64 KiB up the MB/s over a raw TCP stream written in SIZE-byte
+reply; raw-rr waits as rpmem's TCP transport does, spinning for up to 20 us
+before it sleeps in poll, on both sides; raw-rr-block blocks in recv and is
+shown for reference), from 64 KiB up the MB/s over a raw TCP stream written in SIZE-byte
 pieces; flush batches compare their MB/s with persist's. With more than one
 lane count, the table ends with each case's calls/s at every count and the
 ratio of each count to the one before it (lane scaling).
@@ -140,7 +146,7 @@ uint64_t parse_count(const char *arg, uint64_t max) {
 }  // namespace
 
 Options parse_options(int argc, char **argv) {
-  enum { kRemove = 256, kRawOnly, kNoRaw, kProgress, kNoProgress };
+  enum { kRemove = 256, kRawOnly, kNoRaw, kProgress, kNoProgress, kWideLanes, kWidePoolSet };
   static const option longopts[] = {
       {"target", required_argument, nullptr, 't'},
       {"pool-set", required_argument, nullptr, 'P'},
@@ -154,6 +160,8 @@ Options parse_options(int argc, char **argv) {
       {"count", required_argument, nullptr, 'n'},
       {"warmup", required_argument, nullptr, 'w'},
       {"repeat", required_argument, nullptr, 'r'},
+      {"wide-lanes", required_argument, nullptr, kWideLanes},
+      {"wide-pool-set", required_argument, nullptr, kWidePoolSet},
       {"raw-only", no_argument, nullptr, kRawOnly},
       {"no-raw", no_argument, nullptr, kNoRaw},
       {"format", required_argument, nullptr, 'f'},
@@ -204,6 +212,12 @@ Options parse_options(int argc, char **argv) {
         break;
       case 'r':
         o.repeat = static_cast<unsigned>(parse_count(optarg, 1000));
+        break;
+      case kWideLanes:
+        o.wide_lanes = static_cast<unsigned>(parse_count(optarg, 65536));
+        break;
+      case kWidePoolSet:
+        o.wide_pool_set = optarg;
         break;
       case kRawOnly:
         o.rpmem = false, o.raw = true;

@@ -1,10 +1,21 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Raw mode: a TCP request/response and a TCP stream with the sizes of the cases.
+//
+// The request/response that rpmem is measured against (raw-rr) and the
+// stream (raw-stream) wait the way rpmem's TCP transport waits, with the
+// transport's own functions (common/transport/tcp/socket_io.h), so that the
+// two cannot drift apart: the client sends on a non-blocking socket with
+// TCP_NODELAY and spins for its reply (recv_spinning, kSpinBudget) before it
+// blocks in poll; the server, like a lane worker of rpmemd, spins for the
+// next request for kSpinBudget (non-blocking receives, yielding in between),
+// then sleeps in poll. raw-rr-block is the plain blocking round trip: both
+// sides block in recv.
 #include "tools/rpmem-bench/raw.h"
+
+#include "common/transport/tcp/socket_io.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -19,12 +30,14 @@
 namespace rpmem_bench {
 namespace {
 
-enum : uint32_t { kModeRr = 1, kModeSink = 2 };
+namespace tcp = rpmem::transport::tcp;
+
+enum : uint32_t { kModeRrBlock = 1, kModeSink = 2, kModeRr = 3 };
 constexpr size_t kHelloSize = 16;  // mode (u32), pad (u32), size (u64)
 constexpr size_t kReplySize = 16;  // the size of rpmem's persist reply
 constexpr size_t kSinkBuffer = size_t{1} << 20;
 
-int send_all(int fd, const void *buf, size_t n) {
+int blocking_send_all(int fd, const void *buf, size_t n) {
   auto *p = static_cast<const uint8_t *>(buf);
   while (n > 0) {
     ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
@@ -38,7 +51,7 @@ int send_all(int fd, const void *buf, size_t n) {
   return 0;
 }
 
-int recv_all(int fd, void *buf, size_t n) {
+int blocking_recv_all(int fd, void *buf, size_t n) {
   auto *p = static_cast<uint8_t *>(buf);
   while (n > 0) {
     ssize_t r = ::recv(fd, p, n, 0);
@@ -53,34 +66,55 @@ int recv_all(int fd, void *buf, size_t n) {
   return 0;
 }
 
-void set_nodelay(int fd) {
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+// Receives between 1 and len bytes as a lane worker of rpmemd waits for a
+// request: non-blocking receives for up to kSpinBudget, then poll. 0 on EOF
+// or an error.
+size_t recv_as_rpmemd(int fd, void *buf, size_t len) {
+  for (;;) {
+    if (size_t got = tcp::recv_spinning(fd, buf, len, tcp::kSpinBudget)) return got;
+    if (tcp::wait_readable(fd, tcp::kWaitForever)) return 0;
+    size_t got = 0;
+    if (tcp::recv_nowait(fd, buf, len, got)) return 0;  // EOF, reset
+    if (got) return got;
+  }
+}
+
+bool recv_all_as_rpmemd(int fd, void *buf, size_t len) {
+  auto *p = static_cast<uint8_t *>(buf);
+  while (len > 0) {
+    size_t got = recv_as_rpmemd(fd, p, len);
+    if (got == 0) return false;
+    p += got;
+    len -= got;
+  }
+  return true;
 }
 
 void serve(int fd) {
-  set_nodelay(fd);
+  tcp::set_nodelay(fd);
   uint8_t hello[kHelloSize];
-  if (recv_all(fd, hello, sizeof(hello)) != 0) return;
+  if (blocking_recv_all(fd, hello, sizeof(hello)) != 0) return;
   uint32_t mode;
   uint64_t size;
   std::memcpy(&mode, hello, 4);
   std::memcpy(&size, hello + 8, 8);
-  if (mode == kModeRr) {
+  if (mode == kModeRrBlock) {
     std::unique_ptr<uint8_t[]> buf(new uint8_t[size]);
     uint8_t reply[kReplySize] = {};
-    while (recv_all(fd, buf.get(), size) == 0 && send_all(fd, reply, sizeof(reply)) == 0) {
+    while (blocking_recv_all(fd, buf.get(), size) == 0 &&
+           blocking_send_all(fd, reply, sizeof(reply)) == 0) {
+    }
+  } else if (mode == kModeRr) {
+    std::unique_ptr<uint8_t[]> buf(new uint8_t[size]);
+    uint8_t reply[kReplySize] = {};
+    while (recv_all_as_rpmemd(fd, buf.get(), size) &&
+           !tcp::send_all(fd, reply, sizeof(reply), tcp::kWaitForever)) {
     }
   } else if (mode == kModeSink) {
     std::unique_ptr<uint8_t[]> buf(new uint8_t[kSinkBuffer]);
     uint64_t total = 0;
-    for (;;) {
-      ssize_t r = ::recv(fd, buf.get(), kSinkBuffer, 0);
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) break;
-      total += static_cast<uint64_t>(r);
-    }
-    send_all(fd, &total, sizeof(total));
+    while (size_t got = recv_as_rpmemd(fd, buf.get(), kSinkBuffer)) total += got;
+    blocking_send_all(fd, &total, sizeof(total));
   }
 }
 
@@ -149,14 +183,18 @@ RawClient::RawClient(uint16_t port, Op op, size_t size, unsigned lanes) : op_(op
     sa.sin_port = htons(port);
     if (::connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)) != 0)
       throw std::runtime_error(std::string("raw client: connect: ") + std::strerror(errno));
-    set_nodelay(fd);
+    tcp::set_nodelay(fd);
     uint8_t hello[kHelloSize] = {};
-    uint32_t mode = op == Op::kRawRr ? kModeRr : kModeSink;
+    uint32_t mode = op == Op::kRawRrBlock ? kModeRrBlock : op == Op::kRawRr ? kModeRr : kModeSink;
     uint64_t sz = size;
     std::memcpy(hello, &mode, 4);
     std::memcpy(hello + 8, &sz, 8);
-    if (int err = send_all(fd, hello, sizeof(hello)))
+    if (int err = blocking_send_all(fd, hello, sizeof(hello)))
       throw std::runtime_error(std::string("raw client: ") + std::strerror(err));
+    // As the transport's lanes: non-blocking, waits in poll (socket_io).
+    if (op != Op::kRawRrBlock)
+      if (auto ec = tcp::set_nonblocking(fd, true))
+        throw std::runtime_error("raw client: " + ec.message());
     bufs_.emplace_back(new uint8_t[size]);
     std::memset(bufs_.back().get(), 0x5a, size);
   }
@@ -168,21 +206,36 @@ RawClient::~RawClient() {
 
 Workload RawClient::workload() {
   Workload w;
-  if (op_ == Op::kRawRr) {
+  if (op_ == Op::kRawRrBlock) {
     w.op = [this](unsigned lane, uint64_t) {
       uint8_t reply[kReplySize];
-      if (int err = send_all(fds_[lane], bufs_[lane].get(), size_)) return err;
-      return recv_all(fds_[lane], reply, sizeof(reply));
+      if (int err = blocking_send_all(fds_[lane], bufs_[lane].get(), size_)) return err;
+      return blocking_recv_all(fds_[lane], reply, sizeof(reply));
+    };
+  } else if (op_ == Op::kRawRr) {
+    // As TcpInitiatorLane::exchange: send, spin for the reply, then poll.
+    w.op = [this](unsigned lane, uint64_t) {
+      const int fd = fds_[lane];
+      uint8_t reply[kReplySize];
+      if (auto ec = tcp::send_all(fd, bufs_[lane].get(), size_, tcp::kWaitForever))
+        return ec.value();
+      size_t have = tcp::recv_spinning(fd, reply, sizeof(reply), tcp::kSpinBudget);
+      if (have < sizeof(reply))
+        if (auto ec = tcp::recv_all(fd, reply + have, sizeof(reply) - have, tcp::kWaitForever))
+          return ec.value();
+      return 0;
     };
   } else {
     w.op = [this](unsigned lane, uint64_t) {
-      return send_all(fds_[lane], bufs_[lane].get(), size_);
+      auto ec = tcp::send_all(fds_[lane], bufs_[lane].get(), size_, tcp::kWaitForever);
+      return ec.value();
     };
     // The stream counts once the sink has received all of it.
     w.finish = [this](unsigned lane) {
       ::shutdown(fds_[lane], SHUT_WR);
       uint64_t total = 0;
-      return recv_all(fds_[lane], &total, sizeof(total));
+      auto ec = tcp::recv_all(fds_[lane], &total, sizeof(total), tcp::kWaitForever);
+      return ec.value();
     };
   }
   return w;

@@ -13,9 +13,11 @@
 namespace rpmem_bench {
 
 // A server thread on a loopback port. Each connection first says what it
-// wants: request/response (read `size` bytes, answer 16) or sink (read
-// until EOF, then answer the byte count). One thread serves each
-// connection, as rpmemd serves each lane.
+// wants: request/response (read `size` bytes, answer 16; waiting as an
+// rpmemd lane worker waits, or blocking) or sink (read until EOF, then
+// answer the byte count). One thread serves each connection; rpmemd serves
+// its lanes with at most one worker per CPU, so the two match at one lane,
+// and at more lanes than CPUs the raw cases have more threads.
 class RawServer {
  public:
   RawServer();  // throws std::runtime_error

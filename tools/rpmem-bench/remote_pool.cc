@@ -23,38 +23,44 @@ uint8_t *map_anon(size_t n) {
 
 }  // namespace
 
-RemotePool::RemotePool(const Options &opt) : opt_(opt) {
-  size_ = opt.pool_size;
+RemotePool::RemotePool(const Options &opt)
+    : RemotePool(opt, opt.pool_set, opt.pool_size,
+                 *std::max_element(opt.lanes.begin(), opt.lanes.end())) {}
+
+RemotePool::RemotePool(const Options &opt, const std::string &pool_set, size_t size, unsigned lanes)
+    : opt_(opt), pool_set_(pool_set), asked_(lanes) {
+  size_ = size;
   base_ = map_anon(size_);
   for (size_t i = 0; i < size_; i += 8) {  // not zeros: a page of zeros may be special somewhere
     uint64_t v = i * 0x9e3779b97f4a7c15ull;
     std::memcpy(base_ + i, &v, std::min<size_t>(8, size_ - i));
   }
-  unsigned want = *std::max_element(opt.lanes.begin(), opt.lanes.end());
+  const unsigned want = lanes;
   unsigned nlanes = want;
   rpmem_pool_attr attr{};
   std::memcpy(attr.signature, "RPMEMBEN", 8);
   attr.major = 1;
-  rpp_ = rpmem_create(opt.target.c_str(), opt.pool_set.c_str(), base_, size_, &nlanes, &attr);
+  rpp_ = rpmem_create(opt.target.c_str(), pool_set_.c_str(), base_, size_, &nlanes, &attr);
   created_ = rpp_ != nullptr;
   if (!rpp_ && errno == EEXIST) {
     nlanes = want;
-    rpp_ = rpmem_open(opt.target.c_str(), opt.pool_set.c_str(), base_, size_, &nlanes, &attr);
+    rpp_ = rpmem_open(opt.target.c_str(), pool_set_.c_str(), base_, size_, &nlanes, &attr);
   }
   if (!rpp_) {
     std::string why = rpmem_errormsg();
     ::munmap(base_, size_);
-    throw std::runtime_error("cannot create or open " + opt.target + ":" + opt.pool_set + ": " +
-                             why);
+    throw std::runtime_error("cannot create or open " + opt.target + ":" + pool_set_ + ": " + why);
   }
   nlanes_ = nlanes;
   for (size_t s : opt.sizes) read_buf_size_ = std::max(read_buf_size_, s);
-  for (unsigned l = 0; l < nlanes_; ++l) read_bufs_.push_back(map_anon(read_buf_size_));
+  const unsigned read_lanes =
+      std::min(nlanes_, *std::max_element(opt.lanes.begin(), opt.lanes.end()));
+  for (unsigned l = 0; l < read_lanes; ++l) read_bufs_.push_back(map_anon(read_buf_size_));
 }
 
 RemotePool::~RemotePool() {
   if (rpmem_close(rpp_) != 0) std::fprintf(stderr, "rpmem-bench: close: %s\n", rpmem_errormsg());
-  if (created_ && opt_.remove && rpmem_remove(opt_.target.c_str(), opt_.pool_set.c_str(), 0) != 0)
+  if (created_ && opt_.remove && rpmem_remove(opt_.target.c_str(), pool_set_.c_str(), 0) != 0)
     std::fprintf(stderr, "rpmem-bench: remove: %s\n", rpmem_errormsg());
   for (auto *b : read_bufs_) ::munmap(b, read_buf_size_);
   ::munmap(base_, size_);
@@ -79,8 +85,9 @@ Workload RemotePool::workload(const Case &c, std::string &why) {
   RPMEMpool *rpp = rpp_;
   switch (c.op) {
     case Op::kPersist:
+    case Op::kPersistWide:
     case Op::kPersistRelaxed: {
-      unsigned flags = c.op == Op::kPersist ? 0 : RPMEM_PERSIST_RELAXED;
+      unsigned flags = c.op == Op::kPersistRelaxed ? RPMEM_PERSIST_RELAXED : 0;
       w.op = [rpp, at, size, flags](unsigned lane, uint64_t i) {
         AllocScope scope;
         return rpmem_persist(rpp, at(lane, i), size, lane, flags) ? errno : 0;

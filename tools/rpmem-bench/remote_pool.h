@@ -20,11 +20,15 @@ namespace rpmem_bench {
 class RemotePool {
  public:
   explicit RemotePool(const Options &opt);  // throws std::runtime_error
+  // Another pool set of `size` bytes, opened with `lanes` lanes asked for.
+  RemotePool(const Options &opt, const std::string &pool_set, size_t size,
+             unsigned lanes);  // throws std::runtime_error
   ~RemotePool();
   RemotePool(const RemotePool &) = delete;
   RemotePool &operator=(const RemotePool &) = delete;
 
   unsigned nlanes() const { return nlanes_; }
+  unsigned nlanes_asked() const { return asked_; }
   const char *how_opened() const { return created_ ? "created" : "opened"; }
   // The workload of `c`, or an empty op with `why` set when the case
   // cannot run (more lanes than granted, a block larger than a lane's slice).
@@ -32,6 +36,8 @@ class RemotePool {
 
  private:
   const Options &opt_;
+  std::string pool_set_;
+  unsigned asked_ = 0;
   RPMEMpool *rpp_ = nullptr;
   uint8_t *base_ = nullptr;
   size_t size_ = 0;

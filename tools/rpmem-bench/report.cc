@@ -53,6 +53,10 @@ Baseline baseline_of(const Result &r, const std::vector<Result> &rs) {
   if (r.c.op == Op::kFlushDrain) {
     b.base = find(rs, Op::kPersist, r.c.size, r.c.lanes);
     b.name = "persist";
+  } else if (r.c.op == Op::kPersistWide) {
+    b.base = find(rs, Op::kPersist, r.c.size, 1);
+    b.by_latency = true;
+    b.name = "persist 1-lane";
   } else if (r.c.size < kStreamFrom) {
     b.base = find(rs, Op::kRawRr, r.c.size, r.c.lanes);
     b.by_latency = true;
@@ -200,14 +204,17 @@ void print_table(std::FILE *out, const RunInfo &info, const std::vector<Result> 
 void print_csv(std::FILE *out, const std::vector<Result> &rs) {
   std::fprintf(out,
                "case,size,lanes,p50_us,p99_us,p999_us,ops_per_s,mb_per_s,calls,allocs_per_call,"
-               "p50_over_raw_rr_p50,mbps_over_raw_stream,mbps_over_persist,error\n");
+               "p50_over_raw_rr_p50,mbps_over_raw_stream,mbps_over_persist,error,"
+               "p50_over_raw_rr_block_p50,p50_over_persist_1lane_p50\n");
   for (const auto &r : rs) {
-    std::fprintf(out, "%s,%zu,%u,%.2f,%.2f,%.2f,%.1f,%.2f,%llu,%.3f,%.3f,%.3f,%.3f,%s\n",
+    const Result *one = find(rs, Op::kPersist, r.c.size, 1);
+    double wide = r.c.op == Op::kPersistWide && one && one->p50_us > 0 ? r.p50_us / one->p50_us : 0;
+    std::fprintf(out, "%s,%zu,%u,%.2f,%.2f,%.2f,%.1f,%.2f,%llu,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.3f\n",
                  op_name(r.c.op), r.c.size, r.c.lanes, r.p50_us, r.p99_us, r.p999_us, r.ops_s,
                  r.mb_s, static_cast<unsigned long long>(r.ops), r.allocs_per_op,
                  ratio_to(r, rs, Op::kRawRr, true), ratio_to(r, rs, Op::kRawStream, false),
                  r.c.op == Op::kFlushDrain ? ratio_to(r, rs, Op::kPersist, false) : 0.0,
-                 r.error_text.c_str());
+                 r.error_text.c_str(), ratio_to(r, rs, Op::kRawRrBlock, true), wide);
   }
 }
 
@@ -249,15 +256,19 @@ const char *op_name(Op op) {
       return "flush+drain";
     case Op::kRead:
       return "read";
+    case Op::kPersistWide:
+      return "persist-wide";
     case Op::kRawRr:
       return "raw-rr";
+    case Op::kRawRrBlock:
+      return "raw-rr-block";
     case Op::kRawStream:
       return "raw-stream";
   }
   return "?";
 }
 
-bool is_raw(Op op) { return op == Op::kRawRr || op == Op::kRawStream; }
+bool is_raw(Op op) { return op == Op::kRawRr || op == Op::kRawRrBlock || op == Op::kRawStream; }
 
 Result summarize(const Case &c, std::vector<RunSamples> &runs) {
   Result r;

@@ -4,7 +4,8 @@
 #
 # usage: tools/rpmem-bench/run-local.sh BUILD_DIR [rpmem-bench options]
 #
-# Sets up a pool set directory under $RPMEM_BENCH_DIR (default /dev/shm),
+# Sets up a pool set directory under $RPMEM_BENCH_DIR (default /dev/shm)
+# with bench.set and bench-wide.set (for --wide-lanes),
 # reaches rpmemd through tools/local-ssh (as scripts/demo.sh does), runs
 # BUILD_DIR/tools/rpmem-bench with the given options, prints rpmemd's
 # resident memory before and after, and removes everything it created.
@@ -23,6 +24,11 @@ cat >"$work/poolsets/bench.set" <<SET
 PMEMPOOLSET
 ${RPMEM_BENCH_POOL:-256M} $work/bench.part0
 SET
+# The pool of --wide-lanes (8 MiB used).
+cat >"$work/poolsets/bench-wide.set" <<SET
+PMEMPOOLSET
+16M $work/bench-wide.part0
+SET
 cat >"$work/rpmemd.conf" <<CONF
 poolset-dir = $work/poolsets
 log-file = $work/rpmemd.log
@@ -31,13 +37,14 @@ CONF
 export RPMEM_SSH="$top/tools/local-ssh"
 export RPMEM_CMD="${RPMEM_BENCH_DAEMON_WRAP:+$RPMEM_BENCH_DAEMON_WRAP }$build/rpmemd -c $work/rpmemd.conf"
 
-# rpmemd's memory, sampled while the benchmark runs: VmHWM is the peak of
-# the resident set, RssAnon the part that is not the mapped pool.
+# rpmemd's memory (the oldest rpmemd: the one serving bench.set), sampled
+# while the benchmark runs: VmHWM is the peak of the resident set, RssAnon
+# the part that is not the mapped pool.
 watch_rpmemd() {
   local pid="" first=""
   while kill -0 "$1" 2>/dev/null; do
     if [ -z "$pid" ]; then
-      pid=$(pgrep -n -f -x "$build/rpmemd -c $work/rpmemd.conf" || true)
+      pid=$(pgrep -o -f -x "$build/rpmemd -c $work/rpmemd.conf" || true)
     elif [ -r "/proc/$pid/status" ]; then
       local now
       now=$(awk '/^(VmHWM|RssAnon|RssShmem|RssFile):/ {printf "%s %s kB  ", $1, $2}' \
