@@ -10,6 +10,7 @@
 # BUILD_DIR/tools/rpmem-bench with the given options, prints rpmemd's
 # resident memory before and after, and removes everything it created.
 # RPMEM_BENCH_POOL sets the pool set size (default 256M; -S must fit in it).
+# RPMEM_BENCH_DAEMON_CONF adds lines to rpmemd.conf (e.g. "max-lanes = 1024").
 # RPMEM_BENCH_DAEMON_WRAP is put before rpmemd's command (e.g. "taskset -c 1").
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,6 +34,7 @@ cat >"$work/rpmemd.conf" <<CONF
 poolset-dir = $work/poolsets
 log-file = $work/rpmemd.log
 log-level = notice
+${RPMEM_BENCH_DAEMON_CONF:-}
 CONF
 export RPMEM_SSH="$top/tools/local-ssh"
 export RPMEM_CMD="${RPMEM_BENCH_DAEMON_WRAP:+$RPMEM_BENCH_DAEMON_WRAP }$build/rpmemd -c $work/rpmemd.conf"

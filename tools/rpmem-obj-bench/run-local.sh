@@ -12,6 +12,7 @@
 # LD_LIBRARY_PATH), unless RPMEM_OBJ_BENCH_COUNT=0. Afterwards it checks the
 # target's copy of the pool (pmempool check, rpmem-obj-bench --verify), and
 # removes everything it created (RPMEM_OBJ_BENCH_KEEP=1 keeps it).
+# RPMEM_BENCH_DAEMON_CONF adds lines to rpmemd.conf (e.g. "max-lanes = 1024").
 # RPMEM_BENCH_DAEMON_WRAP is put before rpmemd's command (e.g. "taskset -c 1").
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,6 +35,7 @@ cat >"$work/target/rpmemd.conf" <<CONF
 poolset-dir = $work/target/poolsets
 log-file = $work/target/rpmemd.log
 log-level = notice
+${RPMEM_BENCH_DAEMON_CONF:-}
 CONF
 
 libs=$build
