@@ -467,6 +467,32 @@ TEST_F(ConfigTest, HomeIsNotSubstitutedInLogFile) {
   EXPECT_EQ(parse({"--log-file", "$HOME/l"}).log_file, "$HOME/l");
 }
 
+TEST_F(ConfigTest, LaneGrantPeerTimeoutAndServiceCaps) {
+  Config d = parse_text("");
+  EXPECT_EQ(d.max_lanes, 64u);
+  EXPECT_EQ(d.peer_timeout, std::chrono::seconds(30));
+  EXPECT_EQ(d.max_handshakes, 128u);
+  EXPECT_EQ(d.max_connections, 1024u);
+  EXPECT_EQ(d.max_per_address, 64u);
+  EXPECT_EQ(d.max_sessions, 512u);
+  EXPECT_EQ(d.max_sessions_per_client, 64u);
+  Config c = parse_text(
+      "max-lanes = 1024\npeer-timeout = 0\nmax-handshakes = 5\nmax-connections = 6\n"
+      "max-per-address = 7\nmax-sessions = 8\nmax-sessions-per-client = 9\n");
+  EXPECT_EQ(c.max_lanes, 1024u);
+  EXPECT_EQ(c.peer_timeout, std::chrono::seconds(0));
+  EXPECT_EQ(c.max_handshakes, 5u);
+  EXPECT_EQ(c.max_connections, 6u);
+  EXPECT_EQ(c.max_per_address, 7u);
+  EXPECT_EQ(c.max_sessions, 8u);
+  EXPECT_EQ(c.max_sessions_per_client, 9u);
+  EXPECT_EQ(parse({"--max-lanes", "3", "--peer-timeout", "10"}).max_lanes, 3u);
+  // A bound below the client's keepalive period would end healthy sessions.
+  for (const char *bad : {"max-lanes = 0", "max-lanes = 1025", "peer-timeout = 9",
+                          "peer-timeout = -1", "max-sessions = 0", "max-handshakes = many"})
+    EXPECT_EQ(text_error(bad).code().value(), EINVAL) << bad;
+}
+
 TEST_F(ConfigTest, ReplaceHome) {
   EXPECT_EQ(replace_home("", "/h"), "");
   EXPECT_EQ(replace_home("/abs", "/h"), "/abs");
