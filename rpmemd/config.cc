@@ -38,6 +38,7 @@ enum class Key {
   kTlsCa,
   kTlsCert,
   kTlsKey,
+  kTlsCrl,
   kNthreads,
 };
 
@@ -53,6 +54,7 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "tls-ca") return Key::kTlsCa;
   if (name == "tls-cert") return Key::kTlsCert;
   if (name == "tls-key") return Key::kTlsKey;
+  if (name == "tls-crl") return Key::kTlsCrl;
   if (name == "nthreads") return Key::kNthreads;
   return std::nullopt;
 }
@@ -135,11 +137,13 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
     case Key::kServiceListen:
     case Key::kTlsCa:
     case Key::kTlsCert:
-    case Key::kTlsKey: {
+    case Key::kTlsKey:
+    case Key::kTlsCrl: {
       if (!value) return false;
       std::string &field = key == Key::kServiceListen ? out.service_listen
                            : key == Key::kTlsCa       ? out.tls_ca
                            : key == Key::kTlsCert     ? out.tls_cert
+                           : key == Key::kTlsCrl      ? out.tls_crl
                                                       : out.tls_key;
       field = std::string(*value);
       return true;
@@ -223,7 +227,8 @@ po::options_description command_line_options() {
       ("service-listen", po::value<std::string>())  //
       ("tls-ca", po::value<std::string>())          //
       ("tls-cert", po::value<std::string>())        //
-      ("tls-key", po::value<std::string>());
+      ("tls-key", po::value<std::string>())         //
+      ("tls-crl", po::value<std::string>());
   return desc;
 }
 
@@ -371,7 +376,8 @@ std::string usage_text(const char *argv0) {
       "      --service-listen <addr:port>  where the service listens (0.0.0.0:7636)\n"
       "      --tls-ca <path>           CA certificate(s) that client certificates must chain to\n"
       "      --tls-cert <path>         the service's certificate chain\n"
-      "      --tls-key <path>          the service's private key\n";
+      "      --tls-key <path>          the service's private key\n"
+      "      --tls-crl <path>          revoked client certificates (PEM CRLs), reread on SIGHUP\n";
   for (std::string_view level : {"err     error conditions", "warn    warning conditions",
                                  "notice  normal, but significant, condition",
                                  "info    informational message", "debug   debug-level message"}) {

@@ -33,6 +33,7 @@ struct Config {
   std::string tls_ca;                           // CA that signs client certificates
   std::string tls_cert;                         // this daemon's certificate chain
   std::string tls_key;                          // and its private key
+  std::string tls_crl;                          // CRLs of tls_ca (empty: none); SIGHUP rereads
 
   // What to do instead of serving a session.
   std::optional<std::string> remove;  // -r POOLSET

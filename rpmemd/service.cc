@@ -8,6 +8,7 @@
 #include "rpmemd/control_io.h"
 #include "rpmemd/pool_store.h"
 #include "rpmemd/session.h"
+#include "rpmemd/tls_policy.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -20,6 +21,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -59,6 +62,16 @@ int activated_socket() {
   if (sd_listen_fds(1) >= 1) return SD_LISTEN_FDS_START;
 #endif
   return -1;
+}
+
+// SIGHUP through a descriptor (rereads tls-crl), blocked before any client
+// thread starts.
+int hangup_signal_fd() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  return ::signalfd(-1, &sigs, SFD_CLOEXEC);
 }
 
 // A TLS stream as a session's control channel. Sessions end when the
@@ -102,15 +115,6 @@ std::string numeric_address(const sockaddr_storage &ss, socklen_t len) {
   return h;
 }
 
-std::string peer_common_name(SSL *ssl) {
-  X509 *cert = SSL_get1_peer_certificate(ssl);
-  if (!cert) return {};
-  char cn[256] = {};
-  int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof(cn));
-  X509_free(cert);
-  return n > 0 ? std::string(cn, static_cast<size_t>(n)) : std::string();
-}
-
 struct Client {
   std::thread thread;
   int fd = -1;
@@ -118,16 +122,6 @@ struct Client {
 };
 
 }  // namespace
-
-bool valid_client_name(const std::string &cn) {
-  if (cn.empty() || cn == "." || cn == ".." || cn.size() > 255) return false;
-  for (char c : cn) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 bool split_listen(const std::string &listen, std::string &address, unsigned short &port) {
   size_t colon = listen.rfind(':');
@@ -144,17 +138,9 @@ bool split_listen(const std::string &listen, std::string &address, unsigned shor
 }
 
 int Service::run() {
-  ssl::context ctx(ssl::context::tls_server);
-  ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                  ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+  ServerTls tls(config_);
+  ssl::context &ctx = tls.context();
   boost::system::error_code ec;
-  if (config_.tls_ca.empty() || config_.tls_cert.empty() || config_.tls_key.empty())
-    throw SetupError(EINVAL, "service mode needs tls-ca, tls-cert and tls-key");
-  ctx.use_certificate_chain_file(config_.tls_cert, ec);
-  if (!ec) ctx.use_private_key_file(config_.tls_key, ssl::context::pem, ec);
-  if (!ec) ctx.load_verify_file(config_.tls_ca, ec);
-  if (ec) throw SetupError(EINVAL, "TLS setup failed: " + ec.message());
-  ctx.set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
 
   int listen_fd = activated_socket();
   if (listen_fd >= 0) {
@@ -182,6 +168,8 @@ int Service::run() {
 
   const int sfd = termination_signal_fd();
   if (sfd < 0) throw SetupError(errno, "signalfd failed");
+  const int hfd = hangup_signal_fd();
+  if (hfd < 0) throw SetupError(errno, "signalfd failed");
 
   std::mutex mu;
   std::list<Client> clients;  // guarded by mu
@@ -202,8 +190,18 @@ int Service::run() {
   notify("READY=1");
   unsigned next_id = 0;
   for (;;) {
-    pollfd p[2] = {{listen_fd, POLLIN, 0}, {sfd, POLLIN, 0}};
-    if (::poll(p, 2, 1000) < 0 && errno != EINTR) break;
+    pollfd p[3] = {{listen_fd, POLLIN, 0}, {sfd, POLLIN, 0}, {hfd, POLLIN, 0}};
+    if (::poll(p, 3, 1000) < 0 && errno != EINTR) break;
+    if (p[2].revents & POLLIN) {
+      signalfd_siginfo info;
+      if (::read(hfd, &info, sizeof(info)) > 0) {
+        std::string why;
+        if (tls.reload_crl(why))
+          RPMEM_LOG_NOTICE("service: SIGHUP: certificate revocation lists reread");
+        else
+          RPMEM_LOG_ERR("service: SIGHUP: %s; the previous lists stay in use", why.c_str());
+      }
+    }
     if (p[1].revents) {
       RPMEM_LOG_NOTICE("service: signal received, making open pools durable and exiting");
       notify("STOPPING=1");
@@ -227,6 +225,7 @@ int Service::run() {
     });
   }
   reap(true);
+  ::close(hfd);
   ::close(sfd);
   ::close(listen_fd);
   RPMEM_LOG_NOTICE("service: stopped");
@@ -246,6 +245,8 @@ void Service::serve(ssl::context &ctx, int fd, unsigned id, const std::string &p
     ::close(dup_fd);
     return;
   }
+  std::string refused;  // why the client's certificate was refused
+  ServerTls::prepare_connection(stream.native_handle(), &refused);
   bool done = false;
   stream.async_handshake(ssl::stream_base::server, [&](const boost::system::error_code &e) {
     ec = e;
@@ -261,16 +262,18 @@ void Service::serve(ssl::context &ctx, int fd, unsigned id, const std::string &p
   }
   if (ec) {
     RPMEM_LOG_WARN("client %u (%s): TLS handshake failed: %s", id, peer.c_str(),
-                   ec.message().c_str());
+                   refused.empty() ? ec.message().c_str() : refused.c_str());
     return;
   }
-  const std::string cn = peer_common_name(stream.native_handle());
+  X509 *cert = SSL_get0_peer_certificate(stream.native_handle());
+  auto name = client_name_from_cert(cert);  // checked in the handshake already
+  const std::string cn = name ? name.value() : std::string();
   TlsControlStream control(stream);
   proto::Hello hello;
   hello.transports = rpmem::transport::available_transports();
   const std::string dir = config_.poolset_dir + "/" + cn;
   struct stat st {};
-  if (!valid_client_name(cn) || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+  if (cn.empty() || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
     RPMEM_LOG_WARN("client %u (%s): certificate '%s' has no pool set directory", id, peer.c_str(),
                    cn.c_str());
     hello.status = EACCES;

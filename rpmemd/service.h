@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Service: rpmemd as a long-running daemon. It listens on a TCP port (or
 // takes the socket from systemd), authenticates every client with mutual
-// TLS, confines each to <poolset-dir>/<certificate CN>, serves each control
-// connection as one Session on a thread of its own, reports readiness to
-// systemd, and on SIGTERM/SIGINT makes every open pool durable, unlocks it
-// and exits.
+// TLS (rpmemd/tls_policy.h), confines each to <poolset-dir>/<certificate
+// CN>, serves each control connection as one Session on a thread of its
+// own, reports readiness to systemd, rereads tls-crl on SIGHUP, and on SIGTERM/SIGINT makes every
+// open pool durable, unlocks it and exits.
 #ifndef RPMEMD_SERVICE_H
 #define RPMEMD_SERVICE_H
 
@@ -15,10 +15,6 @@
 #include <string>
 
 namespace rpmemd {
-
-// A certificate common name that may name a directory: [A-Za-z0-9._-]+,
-// not "." or "..".
-bool valid_client_name(const std::string &cn);
 
 // Splits "ADDRESS:PORT" / "[V6]:PORT"; false when malformed.
 bool split_listen(const std::string &listen, std::string &address, unsigned short &port);
