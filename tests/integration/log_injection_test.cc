@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Names from the network land in rpmemd's log escaped: a pool set name with
 // a newline (in a create or open request, or on the --remove command line)
-// cannot forge a log line, nor carry a terminal escape sequence.
+// cannot forge a log line, nor carry a terminal escape sequence. The same
+// holds for the library's log.
 #include "tests/integration/harness.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <sstream>
 #include <string>
@@ -70,6 +74,33 @@ TEST(LogInjection, PoolSetNameWithNewlineInRemoveIsEscapedInRpmemdLog) {
   const std::string log = target.log_text();
   EXPECT_THAT(log, HasSubstr(kEscaped));
   expect_no_forged_line(log);
+}
+
+// The library's own log (a fresh process, so RPMEM_LOG_* apply): the remote
+// command line it logs holds the name, escaped.
+TEST(LogInjection, PoolSetNameWithNewlineIsEscapedInTheLibraryLog) {
+  Target target;
+  const std::string log_path = target.dir() + "/librpmem.log";
+  set_env("RPMEM_LOG_LEVEL", "4");
+  set_env("RPMEM_LOG_FILE", log_path);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl(SECURE_ENV_PROBE_PATH, SECURE_ENV_PROBE_PATH, "127.0.0.1", kEvilName.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::unsetenv("RPMEM_LOG_LEVEL");
+  ::unsetenv("RPMEM_LOG_FILE");
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  auto bytes = read_file(log_path);
+  const std::string log(bytes.begin(), bytes.end());
+  EXPECT_THAT(log, HasSubstr("'--remove' '" + kEscaped + "'")) << log;
+  expect_no_forged_line(log);
+  // rpmemd logged it escaped too.
+  EXPECT_THAT(target.log_text(), HasSubstr(kEscaped));
+  expect_no_forged_line(target.log_text());
 }
 
 }  // namespace
