@@ -2,6 +2,8 @@
 // Logging sinks: stderr, an append-only file, or syslog.
 #include "common/log.h"
 
+#include "common/text.h"
+
 #include <fcntl.h>
 #include <syslog.h>
 #include <unistd.h>
@@ -87,15 +89,26 @@ bool configure(Level threshold, Sink sink, const std::string &path, const std::s
 Level threshold() { return g_threshold.load(std::memory_order_relaxed); }
 
 void write(Level level, const char *fmt, ...) {
+  // Tabs written in the format string itself are indentation: four spaces.
+  // Everything else that is a control byte came from an argument (a name
+  // from the network, a file, the environment) and is escaped, so that no
+  // argument can end the line or forge another one.
+  std::string format;
+  for (const char *p = fmt; *p; ++p) {
+    if (*p == '\t')
+      format += "    ";
+    else
+      format += *p;
+  }
   char msg[8192];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+  vsnprintf(msg, sizeof(msg), format.c_str(), ap);
+#pragma GCC diagnostic pop
   va_end(ap);
-  // No tabs in log lines: indentation is four spaces.
-  std::string text;
-  for (const char *p = msg; *p; ++p)
-    text += (*p == '\t') ? std::string(4, ' ') : std::string(1, *p);
+  std::string text = escape_control(msg);
 
   std::lock_guard lock(g_mu);
   if (g_sink == Sink::kSyslog) {

@@ -35,8 +35,11 @@ bool configure(Level threshold, Sink sink, const std::string &path = {},
 Level threshold();
 inline bool enabled(Level level) { return level != Level::kNone && level <= threshold(); }
 
-// printf-style; tabs in the message are written as four spaces. One call is
-// one line: a block (a heading and its indented lines) is several calls.
+// printf-style; one call is one line: a block (a heading and its indented
+// lines) is several calls. Tabs in `fmt` itself are written as four spaces;
+// every other control byte of the formatted message (0x00..0x1f, 0x7f) is
+// escaped as escape_control() does ("\n", "\r", "\t", "\xNN"), so a line is
+// one line.
 void write(Level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 }  // namespace rpmem::log

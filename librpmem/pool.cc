@@ -150,13 +150,33 @@ void Pool::stop_keepalive() noexcept {
   keepalive_.join();
 }
 
+namespace {
+
+// The target, or EINVAL with its message: PMDK's text for one that does not
+// parse (the detail in the log), ours, naming the problem, for one that
+// parses but may not reach ssh (a user or host beginning with '-', holding
+// whitespace or a control character: PMDK passed those on).
+Result<TargetAddress> checked_target(const std::string &text) {
+  auto syntax = split_target(text);
+  if (!syntax) {
+    fail(EINVAL, with_errno("parsing target node address failed", EINVAL), syntax.error().message);
+    return syntax;
+  }
+  auto target = parse_target(text);
+  if (!target) {
+    RPMEM_LOG_ERR("%s", target.error().message.c_str());
+    set_errormsg(target.error().message);
+  }
+  return target;
+}
+
+}  // namespace
+
 int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nlanes,
                   PoolAttr *open_attr) noexcept try {
   init_logging_once();
-  auto target = parse_target(args.target);
-  if (!target)
-    return fail(EINVAL, with_errno("parsing target node address failed", EINVAL),
-                target.error().message);
+  auto target = checked_target(args.target);
+  if (!target) return EINVAL;
   Settings settings = Settings::from_env();
   uint32_t transports = client_transports(settings);
   if (!transports) return fail(ENOMEDIUM, "cannot find provider");
@@ -400,10 +420,8 @@ int Pool::close() noexcept try {
 int Pool::remove(const std::string &target_str, const std::string &pool_set, int flags) noexcept
     try {
   init_logging_once();
-  auto target = parse_target(target_str);
-  if (!target)
-    return fail(EINVAL, with_errno("parsing target node address failed", EINVAL),
-                target.error().message);
+  auto target = checked_target(target_str);
+  if (!target) return EINVAL;
   Settings settings = Settings::from_env();
   if (target->service) return remove_from_service(*target, settings, pool_set, flags);
   std::vector<std::string> args{"--remove", pool_set};

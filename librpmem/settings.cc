@@ -17,10 +17,15 @@ namespace {
 
 std::atomic<unsigned> g_cmd_index{0};
 
+// Every variable goes through secure_getenv: in a set-user-ID, set-group-ID
+// or file-capability program (AT_SECURE) the caller's environment does not
+// choose the ssh program, the remote command, the TLS files or a log file.
+const char *env(const char *name) { return ::secure_getenv(name); }
+
 // A positive decimal integer, clamped to UINT_MAX; invalid values are logged
 // and ignored, as PMDK did.
 void read_positive(const char *name, unsigned &out) {
-  const char *v = std::getenv(name);
+  const char *v = env(name);
   if (!v) return;
   errno = 0;
   char *end = nullptr;
@@ -36,7 +41,7 @@ void read_positive(const char *name, unsigned &out) {
 // A decimal integer: non-zero enables. A value that does not parse counts as
 // 0 (PMDK disabled verbs on garbage; we keep that for both).
 bool read_enable(const char *name, bool dflt) {
-  const char *v = std::getenv(name);
+  const char *v = env(name);
   if (!v) return dflt;
   char *end = nullptr;
   long n = std::strtol(v, &end, 10);
@@ -48,8 +53,8 @@ bool read_enable(const char *name, bool dflt) {
 
 Settings Settings::from_env() {
   Settings s;
-  if (const char *v = std::getenv("RPMEM_SSH"); v && *v) s.ssh = v;
-  if (const char *v = std::getenv("RPMEM_CMD"); v && *v) {
+  if (const char *v = env("RPMEM_SSH"); v && *v) s.ssh = v;
+  if (const char *v = env("RPMEM_CMD"); v && *v) {
     s.cmds.clear();
     std::string all(v);
     size_t start = 0;
@@ -64,10 +69,10 @@ Settings Settings::from_env() {
   read_positive("RPMEM_WORK_QUEUE_SIZE", s.work_queue_size);
   s.enable_verbs = read_enable("RPMEM_ENABLE_VERBS", true);
   s.enable_sockets = read_enable("RPMEM_ENABLE_SOCKETS", true);
-  if (const char *v = std::getenv("RPMEM_TLS_CERT")) s.tls_cert = v;
-  if (const char *v = std::getenv("RPMEM_TLS_KEY")) s.tls_key = v;
-  if (const char *v = std::getenv("RPMEM_TLS_CA")) s.tls_ca = v;
-  if (const char *v = std::getenv("RPMEM_TIMEOUT")) {
+  if (const char *v = env("RPMEM_TLS_CERT")) s.tls_cert = v;
+  if (const char *v = env("RPMEM_TLS_KEY")) s.tls_key = v;
+  if (const char *v = env("RPMEM_TLS_CA")) s.tls_ca = v;
+  if (const char *v = env("RPMEM_TIMEOUT")) {
     char *end = nullptr;
     double secs = std::strtod(v, &end);
     if (end != v && *end == '\0' && secs > 0 && secs < 86400)
@@ -86,13 +91,13 @@ std::string Settings::next_cmd() const {
 void init_logging_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char *lvl = std::getenv("RPMEM_LOG_LEVEL");
+    const char *lvl = env("RPMEM_LOG_LEVEL");
     if (!lvl) return;
     int n = std::atoi(lvl);
     if (n <= 0) return;
     auto level = n >= 5 ? log::Level::kDebug : static_cast<log::Level>(n);
     std::string file;
-    if (const char *f = std::getenv("RPMEM_LOG_FILE"); f && *f) {
+    if (const char *f = env("RPMEM_LOG_FILE"); f && *f) {
       file = f;
       if (file.back() == '-') file += std::to_string(getpid());
     }

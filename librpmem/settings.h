@@ -3,7 +3,8 @@
 // RPMEM_MAX_NLANES, RPMEM_WORK_QUEUE_SIZE, RPMEM_ENABLE_VERBS,
 // RPMEM_ENABLE_SOCKETS, RPMEM_TIMEOUT, RPMEM_TLS_*), read at each
 // create/open/remove, and
-// the logging variables (RPMEM_LOG_LEVEL, RPMEM_LOG_FILE), read once.
+// the logging variables (RPMEM_LOG_LEVEL, RPMEM_LOG_FILE), read once; all
+// through secure_getenv (ignored in secure-execution mode).
 #ifndef RPMEM_LIBRPMEM_SETTINGS_H
 #define RPMEM_LIBRPMEM_SETTINGS_H
 

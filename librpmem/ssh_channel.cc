@@ -41,6 +41,9 @@ std::vector<std::string> ssh_argv(const Settings &settings, const TargetAddress 
   }
   argv.emplace_back("-T");
   argv.emplace_back("-oBatchMode=yes");
+  // The destination is never an option, whatever it looks like (parse_target
+  // refuses a leading '-' too; this is the second line of defence).
+  argv.emplace_back("--");
   argv.push_back(target.ssh_destination());
   std::string line = cmd;
   for (const auto &a : args) line += " " + shell_quote(a);

@@ -2,15 +2,44 @@
 // Parsing of target strings.
 #include "librpmem/target_address.h"
 
+#include "common/text.h"
+
 #include <algorithm>
 
 namespace rpmem {
+namespace {
+
+// Why `part` (the user or the host) may not reach ssh, or nullptr.
+const char *unsafe_part(const std::string &part) {
+  if (!part.empty() && part.front() == '-') return "begins with '-'";
+  for (char c : part) {
+    if (c == ' ') return "holds whitespace";
+    if (is_control(c))
+      return c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'
+                 ? "holds whitespace"
+                 : "holds a control character";
+  }
+  return nullptr;
+}
+
+}  // namespace
 
 std::string TargetAddress::ssh_destination() const {
   return user.empty() ? host : user + "@" + host;
 }
 
 Result<TargetAddress> parse_target(std::string_view target) {
+  auto t = split_target(target);
+  if (!t) return t;
+  for (const auto &[what, part] : {std::pair{"user", &t->user}, std::pair{"host", &t->host}}) {
+    if (const char *why = unsafe_part(*part))
+      return Error{errc(EINVAL), "invalid target '" + escape_control(target) + "': " + what + " '" +
+                                     escape_control(*part) + "' " + why};
+  }
+  return t;
+}
+
+Result<TargetAddress> split_target(std::string_view target) {
   TargetAddress t;
   std::string_view rest = target;
   if (rest.substr(0, kServiceScheme.size()) == kServiceScheme) {
@@ -25,12 +54,12 @@ Result<TargetAddress> parse_target(std::string_view target) {
   if (!rest.empty() && rest.front() == '[') {
     auto close = rest.find(']');
     if (close == std::string_view::npos)
-      return Error{errc(EINVAL), "invalid target '" + std::string(target) + "': missing ']'"};
+      return Error{errc(EINVAL), "invalid target '" + escape_control(target) + "': missing ']'"};
     t.host = std::string(rest.substr(1, close - 1));
     rest.remove_prefix(close + 1);
     if (!rest.empty()) {
       if (rest.front() != ':')
-        return Error{errc(EINVAL), "invalid target '" + std::string(target) + "'"};
+        return Error{errc(EINVAL), "invalid target '" + escape_control(target) + "'"};
       t.port = std::string(rest.substr(1));
     }
   } else if (std::count(rest.begin(), rest.end(), ':') == 1) {
@@ -41,7 +70,7 @@ Result<TargetAddress> parse_target(std::string_view target) {
     t.host = std::string(rest);
   }
   if (t.host.empty())
-    return Error{errc(EINVAL), "invalid target '" + std::string(target) + "': empty host"};
+    return Error{errc(EINVAL), "invalid target '" + escape_control(target) + "': empty host"};
   return t;
 }
 

@@ -26,8 +26,14 @@ struct TargetAddress {
   std::string ssh_destination() const;
 };
 
-// EINVAL for an empty host or a missing ']'.
+// EINVAL for an empty host or a missing ']', and for a user or host that
+// begins with '-' or holds whitespace or a control character (ssh would take
+// it for an option, or it is no name at all); the message names the part and
+// the problem, with control characters escaped.
 Result<TargetAddress> parse_target(std::string_view target);
+
+// The split alone, without the checks of the user and host (for tests).
+Result<TargetAddress> split_target(std::string_view target);
 
 // The port as a number: EINVAL with PMDK's messages "invalid port number --
 // 'x'", "port number must be positive", "port number too large".

@@ -3,6 +3,7 @@
 #include "librpmem/tls_channel.h"
 
 #include "common/log.h"
+#include "common/tls_policy.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -75,6 +76,8 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::connect(const TargetAddress &tar
   boost::system::error_code ec;
   impl->ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                         ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+  if (const char *failed = apply_tls_policy(impl->ctx.native_handle()))
+    return Error{errc(EINVAL), std::string("TLS setup failed: ") + failed};
   impl->ctx.load_verify_file(settings.tls_ca, ec);
   if (ec) return Error{errc(EINVAL), "RPMEM_TLS_CA '" + settings.tls_ca + "': " + ec.message()};
   if (!settings.tls_cert.empty()) {

@@ -38,6 +38,7 @@ enum class Key {
   kTlsCa,
   kTlsCert,
   kTlsKey,
+  kTlsCrl,
   kNthreads,
   kMaxLanes,
   kPeerTimeout,
@@ -60,6 +61,7 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "tls-ca") return Key::kTlsCa;
   if (name == "tls-cert") return Key::kTlsCert;
   if (name == "tls-key") return Key::kTlsKey;
+  if (name == "tls-crl") return Key::kTlsCrl;
   if (name == "nthreads") return Key::kNthreads;
   if (name == "max-lanes") return Key::kMaxLanes;
   if (name == "peer-timeout") return Key::kPeerTimeout;
@@ -149,11 +151,13 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
     case Key::kServiceListen:
     case Key::kTlsCa:
     case Key::kTlsCert:
-    case Key::kTlsKey: {
+    case Key::kTlsKey:
+    case Key::kTlsCrl: {
       if (!value) return false;
       std::string &field = key == Key::kServiceListen ? out.service_listen
                            : key == Key::kTlsCa       ? out.tls_ca
                            : key == Key::kTlsCert     ? out.tls_cert
+                           : key == Key::kTlsCrl      ? out.tls_crl
                                                       : out.tls_key;
       field = std::string(*value);
       return true;
@@ -276,7 +280,8 @@ po::options_description command_line_options() {
       ("service-listen", po::value<std::string>())           //
       ("tls-ca", po::value<std::string>())                   //
       ("tls-cert", po::value<std::string>())                 //
-      ("tls-key", po::value<std::string>());
+      ("tls-key", po::value<std::string>())                  //
+      ("tls-crl", po::value<std::string>());
   return desc;
 }
 
@@ -428,6 +433,7 @@ std::string usage_text(const char *argv0) {
       "      --tls-ca <path>           CA certificate(s) that client certificates must chain to\n"
       "      --tls-cert <path>         the service's certificate chain\n"
       "      --tls-key <path>          the service's private key\n"
+      "      --tls-crl <path>          revoked client certificates (PEM CRLs), reread on SIGHUP\n"
       "      --max-handshakes <num>    service: TLS handshakes in progress at most (128)\n"
       "      --max-connections <num>   service: control connections at most (1024)\n"
       "      --max-per-address <num>   service: connections from one address at most (64)\n"

@@ -44,6 +44,7 @@ struct Config {
   std::string tls_ca;                           // CA that signs client certificates
   std::string tls_cert;                         // this daemon's certificate chain
   std::string tls_key;                          // and its private key
+  std::string tls_crl;                          // CRLs of tls_ca (empty: none); SIGHUP rereads
   // Caps of the service; past one, a connection is closed (or an
   // authenticated client told EACCES) with a log line.
   unsigned max_handshakes = 128;          // TLS handshakes in progress

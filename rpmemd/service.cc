@@ -9,6 +9,7 @@
 #include "rpmemd/control_io.h"
 #include "rpmemd/pool_store.h"
 #include "rpmemd/session.h"
+#include "rpmemd/tls_policy.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -25,6 +26,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -66,26 +69,17 @@ int activated_socket() {
   return -1;
 }
 
-std::string peer_common_name(SSL *ssl) {
-  X509 *cert = SSL_get1_peer_certificate(ssl);
-  if (!cert) return {};
-  char cn[256] = {};
-  int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, cn, sizeof(cn));
-  X509_free(cert);
-  return n > 0 ? std::string(cn, static_cast<size_t>(n)) : std::string();
+// SIGHUP through a descriptor (rereads tls-crl), blocked before any client
+// thread starts.
+int hangup_signal_fd() {
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  return ::signalfd(-1, &sigs, SFD_CLOEXEC);
 }
 
 }  // namespace
-
-bool valid_client_name(const std::string &cn) {
-  if (cn.empty() || cn == "." || cn == ".." || cn.size() > 255) return false;
-  for (char c : cn) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 bool split_listen(const std::string &listen, std::string &address, unsigned short &port) {
   size_t colon = listen.rfind(':');
@@ -102,17 +96,8 @@ bool split_listen(const std::string &listen, std::string &address, unsigned shor
 }
 
 int Service::run() {
-  ssl::context ctx(ssl::context::tls_server);
-  ctx.set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                  ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1);
+  ServerTls tls(config_);
   boost::system::error_code ec;
-  if (config_.tls_ca.empty() || config_.tls_cert.empty() || config_.tls_key.empty())
-    throw SetupError(EINVAL, "service mode needs tls-ca, tls-cert and tls-key");
-  ctx.use_certificate_chain_file(config_.tls_cert, ec);
-  if (!ec) ctx.use_private_key_file(config_.tls_key, ssl::context::pem, ec);
-  if (!ec) ctx.load_verify_file(config_.tls_ca, ec);
-  if (ec) throw SetupError(EINVAL, "TLS setup failed: " + ec.message());
-  ctx.set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
 
   int listen_fd = activated_socket();
   if (listen_fd >= 0) {
@@ -140,9 +125,12 @@ int Service::run() {
 
   const int sfd = termination_signal_fd();
   if (sfd < 0) throw SetupError(errno, "signalfd failed");
-  Loop loop(*this, ctx, listen_fd, sfd);
+  const int hfd = hangup_signal_fd();
+  if (hfd < 0) throw SetupError(errno, "signalfd failed");
+  Loop loop(*this, tls, listen_fd, sfd, hfd);
   notify("READY=1");
   loop.run();
+  ::close(hfd);
   ::close(sfd);
   RPMEM_LOG_NOTICE("service: stopped");
   return 0;
@@ -162,6 +150,7 @@ struct Service::Conn {
   std::thread thread;
   bool in_session = false;
   bool dropped = false;  // closed to make room; its handler is still to run
+  std::string refused;   // why the TLS policy refused the client's certificate
   // The session's wake-up descriptors, watched by the loop: one that becomes
   // readable shuts the socket down, and the session's read learns which.
   std::vector<std::unique_ptr<asio::posix::stream_descriptor>> watchers;
@@ -232,12 +221,13 @@ class TlsControlStream final : public ControlStream {
 
 }  // namespace
 
-Service::Loop::Loop(Service &service, ssl::context &ctx, int listen_fd, int signal_fd)
+Service::Loop::Loop(Service &service, ServerTls &tls, int listen_fd, int signal_fd, int hangup_fd)
     : service_(service),
       config_(service.config_),
-      ctx_(ctx),
+      tls_(tls),
       acceptor_(io_),
       signals_(io_, ::dup(signal_fd)),
+      hangups_(io_, ::dup(hangup_fd)),
       backoff_(io_) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
@@ -259,6 +249,7 @@ Service::Loop::~Loop() {
 void Service::Loop::run() {
   accept_next();
   wait_signal();
+  wait_hangup();
   // Every handler catches what it can throw; an exception here would be a
   // bug, and the service ends cleanly rather than abort.
   for (;;) {
@@ -273,6 +264,23 @@ void Service::Loop::run() {
   for (auto &c : conns_)  // sessions still running after stop()
     if (c->thread.joinable()) c->thread.join();
   conns_.clear();
+}
+
+// SIGHUP: the revocation lists are reread; handshakes from then on use them.
+void Service::Loop::wait_hangup() {
+  hangups_.async_wait(
+      asio::posix::descriptor_base::wait_read, [this](const boost::system::error_code &ec) {
+        if (ec) return;
+        signalfd_siginfo info;
+        if (::read(hangups_.native_handle(), &info, sizeof(info)) > 0) {
+          std::string why;
+          if (tls_.reload_crl(why))
+            RPMEM_LOG_NOTICE("service: SIGHUP: certificate revocation lists reread");
+          else
+            RPMEM_LOG_ERR("service: SIGHUP: %s; the previous lists stay in use", why.c_str());
+        }
+        wait_hangup();
+      });
 }
 
 void Service::Loop::wait_signal() {
@@ -290,6 +298,7 @@ void Service::Loop::stop() {
   boost::system::error_code ignored;
   acceptor_.close(ignored);
   signals_.close(ignored);
+  hangups_.close(ignored);
   backoff_.cancel();
   // Handshakes end now; sessions see their socket shut down, make their
   // pool durable, unlock it and end; their threads are joined in run().
@@ -346,7 +355,7 @@ void Service::Loop::admit(tcp::socket socket) {
   if (handshakes_ >= config_.max_handshakes) drop_oldest_handshake();
   std::shared_ptr<Conn> c;
   try {
-    c = std::make_shared<Conn>(io_, ctx_);
+    c = std::make_shared<Conn>(io_, tls_.context());
   } catch (const std::exception &e) {
     return refusals_.refused(peer, e.what());
   }
@@ -359,6 +368,7 @@ void Service::Loop::admit(tcp::socket socket) {
   rpmem::transport::tcp::set_nodelay(c->fd);
   rpmem::transport::tcp::set_peer_timeout(c->fd, config_.peer_timeout);
   c->stream.next_layer() = std::move(socket);
+  ServerTls::prepare_connection(c->stream.native_handle(), &c->refused);
   ++handshakes_;
   ++per_address_[peer];
   conns_.push_back(c);
@@ -398,14 +408,16 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
   if (ec || stopping_) {
     if (ec && ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor)
       RPMEM_LOG_WARN("client %u (%s): TLS handshake failed: %s", c->id, c->peer.c_str(),
-                     ec.message().c_str());
+                     c->refused.empty() ? ec.message().c_str() : c->refused.c_str());
     return forget(c);
   }
-  const std::string cn = peer_common_name(c->stream.native_handle());
+  // The TLS policy checked the name in the handshake already.
+  auto name = client_name_from_cert(SSL_get0_peer_certificate(c->stream.native_handle()));
+  const std::string cn = name ? name.value() : std::string();
   const std::string dir = config_.poolset_dir + "/" + cn;
   const char *why = nullptr;
   struct stat st {};
-  if (!valid_client_name(cn) || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+  if (cn.empty() || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     why = "has no pool set directory";
   else if (per_client_[cn] >= config_.max_sessions_per_client)
     why = "has too many sessions (max-sessions-per-client)";

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Service: rpmemd as a long-running daemon. It listens on a TCP port (or
 // takes the socket from systemd), authenticates every client with mutual
-// TLS, confines each to <poolset-dir>/<certificate CN>, serves each control
-// connection as one Session on a thread of its own, reports readiness to
-// systemd, and on SIGTERM/SIGINT makes every open pool durable, unlocks it
+// TLS (rpmemd/tls_policy.h), confines each to <poolset-dir>/<certificate
+// CN>, serves each authenticated control connection as one Session on a
+// thread of its own, reports readiness to systemd, rereads tls-crl on
+// SIGHUP, and on SIGTERM/SIGINT makes every open pool durable, unlocks it
 // and exits.
 #ifndef RPMEMD_SERVICE_H
 #define RPMEMD_SERVICE_H
 
 #include "common/refusal_log.h"
 #include "rpmemd/config.h"
+#include "rpmemd/tls_policy.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -24,10 +26,6 @@
 #include <vector>
 
 namespace rpmemd {
-
-// A certificate common name that may name a directory: [A-Za-z0-9._-]+,
-// not "." or "..".
-bool valid_client_name(const std::string &cn);
 
 // Splits "ADDRESS:PORT" / "[V6]:PORT"; false when malformed.
 bool split_listen(const std::string &listen, std::string &address, unsigned short &port);
@@ -48,13 +46,14 @@ class Service {
   // for an authenticated client. No stranger costs a thread.
   class Loop {
    public:
-    Loop(Service &service, boost::asio::ssl::context &ctx, int listen_fd, int signal_fd);
+    Loop(Service &service, ServerTls &tls, int listen_fd, int signal_fd, int hangup_fd);
     ~Loop();
     void run();  // until a signal, then every session has ended
 
    private:
     void accept_next();
     void wait_signal();
+    void wait_hangup();
     void stop();
     void admit(boost::asio::ip::tcp::socket socket);
     void handshaken(const std::shared_ptr<Conn> &c, const boost::system::error_code &ec);
@@ -66,10 +65,11 @@ class Service {
 
     Service &service_;
     const Config &config_;
-    boost::asio::ssl::context &ctx_;
+    ServerTls &tls_;
     boost::asio::io_context io_;
     boost::asio::ip::tcp::acceptor acceptor_;
     boost::asio::posix::stream_descriptor signals_;
+    boost::asio::posix::stream_descriptor hangups_;
     boost::asio::steady_timer backoff_;
     int spare_fd_ = -1;
     bool stopping_ = false;

@@ -456,7 +456,7 @@ SessionEnd Session::run() noexcept try {
     }
     if (hdr.type == MsgType::kKeepalive && !keepalives_) {
       keepalives_ = true;
-      RPMEM_LOG_INFO("the client sends keepalives: %lld ms of silence end the session",
+      RPMEM_LOG_DEBUG("the client sends keepalives: %lld ms of silence end the session",
                      static_cast<long long>(params_.peer_timeout.count()));
     }
     if (keepalives_) arm_idle_timer();

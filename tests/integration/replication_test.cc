@@ -387,7 +387,7 @@ TEST_F(Replication, RemoveArgumentsReachTheDaemonQuotedAndLiteral) {
   EXPECT_FALSE(file_exists(target_.poolset_dir() + "/pwned"));
   auto args = read_file(target_.dir() + "/ssh-args");
   std::string text(args.begin(), args.end());
-  EXPECT_NE(text.find("-T\n-oBatchMode=yes\n127.0.0.1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("-T\n-oBatchMode=yes\n--\n127.0.0.1\n"), std::string::npos) << text;
 }
 
 TEST_F(Replication, RpmemCmdEntriesAreUsedRoundRobin) {

@@ -8,7 +8,7 @@
 #
 #   pmdk_test.sh SCENARIO      (environment: RPMEM_LIB_DIR RPMEMD LOCAL_SSH
 #                               OBJ_REMOTE, set by tests/pmdk/CMakeLists.txt)
-# Scenarios: obj singlehdr pmempool two_remotes sds_off
+# Scenarios: obj singlehdr pmempool two_remotes sds_off evil_replica
 set -euo pipefail
 
 scenario=${1:?scenario}
@@ -204,6 +204,31 @@ pmempool)
   [ ! -e "$W/t1/poolsets/remote.set" ] && [ ! -e "$W/t1/parts/remote.part0" ] ||
     die "rm -r left the remote pool"
   [ -f "$W/client/pool.set" ] || die "rm -r removed the local pool set file"
+  ;;
+evil_replica)
+  # A pool set file written by someone else: its REPLICA node is an ssh
+  # option. Debian's pmempool hands it to our librpmem with the real ssh;
+  # nothing may run, rpmem_create fails with EINVAL naming the problem.
+  new_target 1
+  CMD=rpmemd  # a valid host name: an option-eating ssh would connect "there"
+  marker="$W/client/ran"
+  poolset "$W/t1/poolsets/remote.set" "20M $W/t1/parts/remote.part0"
+  for node in '-oProxyCommand=touch${IFS}'"$marker" "-oProxyCommand=touch\${IFS}$marker@127.0.0.1" \
+      "-F$W/client/ssh_config" "-x@127.0.0.1"; do
+    printf 'Host *\n  ProxyCommand touch %s\n' "$marker" > "$W/client/ssh_config"
+    poolset "$W/client/evil.set" "16M $W/client/local.part0" "REPLICA $node remote.set"
+    echo "+ ! pmempool create obj evil.set   (REPLICA $node remote.set)"
+    if LD_LIBRARY_PATH="$RPMEM_LIB_DIR" RPMEM_SSH=/usr/bin/ssh RPMEM_CMD="$CMD" \
+        RPMEM_LOG_LEVEL=1 RPMEM_LOG_FILE="$W/client/librpmem.log" \
+        timeout 120 pmempool create obj "$W/client/evil.set" > "$W/client/out.txt" 2>&1; then
+      die "pmempool create obj accepted REPLICA $node"
+    fi
+    [ ! -e "$marker" ] || die "ssh ran the command of REPLICA $node"
+    [ ! -e "$W/t1/parts/remote.part0" ] || die "a remote part was created for REPLICA $node"
+    grep -q "begins with '-'" "$W/client/librpmem.log" ||
+      die "librpmem did not say why: $(cat "$W/client/librpmem.log" "$W/client/out.txt")"
+    rm -f "$W/client/local.part0" "$W/client/librpmem.log"
+  done
   ;;
 two_remotes)
   # Two REPLICA lines, two targets, RPMEM_CMD with '|' (round robin).

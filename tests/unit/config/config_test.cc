@@ -257,6 +257,13 @@ TEST_F(ConfigTest, EverySampleLineOfThePackagedConfigIsValid) {
   Config c = parse_text(text);
   EXPECT_EQ(c.nthreads, 0u);
   EXPECT_EQ(c.tls_key, "/etc/rpmemd/tls/rpmemd.key");
+  EXPECT_EQ(c.tls_crl, "/etc/rpmemd/tls/crl.pem");
+}
+
+TEST_F(ConfigTest, TlsCrlFromFileAndCommandLine) {
+  EXPECT_EQ(parse_text("tls-crl = /etc/rpmemd/tls/crl.pem\n").tls_crl, "/etc/rpmemd/tls/crl.pem");
+  EXPECT_EQ(parse({"--tls-crl", "/a/crl.pem"}).tls_crl, "/a/crl.pem");
+  EXPECT_EQ(parse({}).tls_crl, "");
 }
 
 TEST_F(ConfigTest, EveryLevelAndBooleanInAFile) {

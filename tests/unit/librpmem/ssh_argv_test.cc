@@ -29,27 +29,27 @@ TargetAddress target(const char *s) {
 TEST(SshArgv, IsSshTBatchModeDestinationAndOneCommandLine) {
   Settings s;
   EXPECT_EQ(ssh_argv(s, target("host"), "rpmemd", {}),
-            (Argv{"ssh", "-T", "-oBatchMode=yes", "host", "rpmemd"}));
+            (Argv{"ssh", "-T", "-oBatchMode=yes", "--", "host", "rpmemd"}));
   EXPECT_EQ(ssh_argv(s, target("user@host"), "rpmemd", {"--remove", "pool.set", "--force"}),
-            (Argv{"ssh", "-T", "-oBatchMode=yes", "user@host",
+            (Argv{"ssh", "-T", "-oBatchMode=yes", "--", "user@host",
                   "rpmemd '--remove' 'pool.set' '--force'"}));
 }
 
 TEST(SshArgv, PassesPortWithDashPFirst) {
   Settings s;
   EXPECT_EQ(ssh_argv(s, target("user@[::1]:1234"), "rpmemd", {"a"}),
-            (Argv{"ssh", "-p", "1234", "-T", "-oBatchMode=yes", "user@::1", "rpmemd 'a'"}));
+            (Argv{"ssh", "-p", "1234", "-T", "-oBatchMode=yes", "--", "user@::1", "rpmemd 'a'"}));
   EXPECT_EQ(ssh_argv(s, target("host:22"), "rpmemd", {}),
-            (Argv{"ssh", "-p", "22", "-T", "-oBatchMode=yes", "host", "rpmemd"}));
+            (Argv{"ssh", "-p", "22", "-T", "-oBatchMode=yes", "--", "host", "rpmemd"}));
 }
 
 TEST(SshArgv, UsesRpmemSshAndLeavesCommandUnquoted) {
   Settings s;
   s.ssh = "/opt/bin/myssh";
   // RPMEM_CMD is run by the remote shell as it is (it may carry options).
-  EXPECT_EQ(
-      ssh_argv(s, target("::1"), "rpmemd -f /etc/r.conf", {"x y"}),
-      (Argv{"/opt/bin/myssh", "-T", "-oBatchMode=yes", "::1", "rpmemd -f /etc/r.conf 'x y'"}));
+  EXPECT_EQ(ssh_argv(s, target("::1"), "rpmemd -f /etc/r.conf", {"x y"}),
+            (Argv{"/opt/bin/myssh", "-T", "-oBatchMode=yes", "--", "::1",
+                  "rpmemd -f /etc/r.conf 'x y'"}));
 }
 
 TEST(ShellQuote, WrapsInSingleQuotesAndEscapesQuotes) {

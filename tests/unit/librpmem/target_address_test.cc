@@ -75,6 +75,57 @@ TEST(TargetAddressParse, RejectsGarbageAfterBracket) {
   EXPECT_EQ(r.error().code, std::error_code(EINVAL, std::generic_category()));
 }
 
+// ssh would take a user or host beginning with '-' for an option (PMDK ran
+// "-oProxyCommand=..." this way); whitespace and control characters are in
+// no host or user name.
+TEST(TargetAddressParse, RejectsOptionLikeUserOrHostWithEinvalNamingIt) {
+  struct Case {
+    std::string target, message;
+  };
+  const Case cases[] = {
+      {"-oProxyCommand=touch /tmp/x", "host '-oProxyCommand=touch /tmp/x' begins with '-'"},
+      {"-Fcfg", "host '-Fcfg' begins with '-'"},
+      {"-Elog:22", "host '-Elog' begins with '-'"},
+      {"-lroot@host", "user '-lroot' begins with '-'"},
+      {"-x@host", "user '-x' begins with '-'"},
+      {"user@-x", "host '-x' begins with '-'"},
+      {"[-x]:22", "host '-x' begins with '-'"},
+      {"rpmems://-x@host", "user '-x' begins with '-'"},
+      {"rpmems://-host", "host '-host' begins with '-'"},
+      {"ho st", "host 'ho st' holds whitespace"},
+      {"u v@host", "user 'u v' holds whitespace"},
+      {"host\t", "host 'host\\t' holds whitespace"},
+      {"host\n-x", "host 'host\\n-x' holds whitespace"},
+      {"a\rb@host", "user 'a\\rb' holds whitespace"},
+      {std::string("ho\0st", 5), "host 'ho\\x00st' holds a control character"},
+      {"host\x01", "host 'host\\x01' holds a control character"},
+      {"host\x7f", "host 'host\\x7f' holds a control character"},
+  };
+  for (const auto &c : cases) {
+    auto r = parse_target(c.target);
+    ASSERT_FALSE(r.ok()) << c.target;
+    EXPECT_EQ(r.error().code, std::error_code(EINVAL, std::generic_category())) << c.target;
+    EXPECT_THAT(r.error().message, HasSubstr(c.message)) << c.target;
+    EXPECT_THAT(r.error().message, StartsWith("invalid target '")) << c.target;
+    for (char ch : r.error().message) EXPECT_FALSE(ch >= 0 && ch < 0x20) << r.error().message;
+  }
+}
+
+TEST(TargetAddressParse, AcceptsDashesAndDotsInsideNames) {
+  auto r = parse_target("my-user@my-host.example-1.com:22");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->user, "my-user");
+  EXPECT_EQ(r->host, "my-host.example-1.com");
+  EXPECT_TRUE(parse_target("user@[fe80::1%eth0]").ok());
+}
+
+TEST(TargetAddressSplit, KeepsWhatParseRefuses) {
+  auto r = split_target("-x@-y");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->user, "-x");
+  EXPECT_EQ(r->host, "-y");
+}
+
 void expect_port_error(const std::string &port, const std::string &message) {
   auto r = port_number(port);
   ASSERT_FALSE(r.ok()) << "'" << port << "' accepted as " << r.value();
