@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# What `cmake --install` puts where, by component (one Debian package each,
-# see CPack.cmake):
+# What `cmake --install` puts where, by component (one Debian package each:
+# librpmem1, librpmem-dev, rpmemd; debian/*.install pick the same files out
+# of what dh_auto_install installs):
 #   lib     librpmem.so.1
 #   dev     librpmem.h, librpmem.so, librpmem.pc, the CMake package, man 3 and 7
 #   daemon  rpmemd, man 1, the systemd units, the sysusers.d entry and
@@ -40,7 +41,8 @@ install(FILES ${PROJECT_SOURCE_DIR}/doc/man/rpmemd.1
 
 # systemd: units where the distribution keeps them when installing to /usr
 # (Debian 12: /lib/systemd/system, from systemd.pc), under the prefix
-# otherwise (relative paths are relative to the prefix). Both are cache variables, to be overridden for other layouts.
+# otherwise (relative paths are relative to the prefix). Both are cache
+# variables, to be overridden for other layouts (debian/rules sets both).
 set(_unitdir lib/systemd/system)
 set(_sysusersdir lib/sysusers.d)
 if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")

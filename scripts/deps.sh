@@ -14,6 +14,7 @@ packages=(
   systemd dpkg-dev file
   qemu-system-x86 busybox-static cpio xz-utils ibverbs-providers ibverbs-utils
   rdmacm-utils perftest
+  debhelper lintian
 )
 missing=()
 for p in "${packages[@]}"; do
