@@ -397,7 +397,6 @@ bool Service::Loop::drop_oldest_handshake() {
 
 void Service::Loop::forget(const std::shared_ptr<Conn> &c) {
   if (--per_address_[c->peer] == 0) per_address_.erase(c->peer);
-  if (!c->name.empty() && c->in_session && --per_client_[c->name] == 0) per_client_.erase(c->name);
   std::erase(conns_, c);
 }
 
@@ -475,6 +474,7 @@ void Service::Loop::session_done(const std::shared_ptr<Conn> &c) {
   c->in_session = false;
   c->watchers.clear();
   --sessions_;
+  if (--per_client_[c->name] == 0) per_client_.erase(c->name);
   RPMEM_LOG_INFO("client %u (%s): session ended", c->id, c->peer.c_str());
   forget(c);
 }

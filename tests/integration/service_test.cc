@@ -618,5 +618,37 @@ TEST_F(ServiceWithALaneBudget, SecondClientAskingFor1024LanesIsRefusedAndTheFirs
   real_client("p.set", "bob.part", 4);
 }
 
+class ServiceWithFewSessions : public ServiceCrowd {
+ protected:
+  ServiceWithFewSessions() { extra_conf_ = "max-sessions-per-client = 2\n"; }
+};
+
+TEST_F(ServiceWithFewSessions, ACertificatePastItsSessionsIsEaccesAndEndedSessionsFreeTheirPlace) {
+  for (int i = 0; i < 3; ++i)
+    target_.write_poolset("alice/s" + std::to_string(i) + ".set",
+                          {{2 * kMiB, "alice-s" + std::to_string(i) + ".part"}}, "OPTION NOHDRS\n");
+  for (int round = 0; round < 3; ++round) {  // sessions that end give their place back
+    SCOPED_TRACE(round);
+    auto get = [&](const char *set, LocalPool &local) {
+      unsigned nl = 1;
+      return round == 0
+                 ? create(set, local, nl)
+                 : rpmem_open(target_str_.c_str(), set, local.data(), local.size(), &nl, nullptr);
+    };
+    LocalPool a(2 * kMiB, 1), b(2 * kMiB, 2), c(2 * kMiB, 3);
+    RPMEMpool *ra = get("s0.set", a);
+    ASSERT_NE(ra, nullptr) << rpmem_errormsg() << log();
+    RPMEMpool *rb = get("s1.set", b);
+    ASSERT_NE(rb, nullptr) << rpmem_errormsg() << log();
+    errno = 0;
+    EXPECT_EQ(get("s2.set", c), nullptr);
+    EXPECT_EQ(errno, EACCES) << rpmem_errormsg();
+    EXPECT_EQ(rpmem_persist(ra, 0, 2 * kMiB, 0, 0), 0);
+    EXPECT_EQ(rpmem_close(ra), 0);
+    EXPECT_EQ(rpmem_close(rb), 0);
+  }
+  EXPECT_NE(log().find("max-sessions-per-client"), std::string::npos) << log();
+}
+
 }  // namespace
 }  // namespace rpmem_test

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
+# Aggregate persists/s of many clients on one rpmemd --service: for each
+# client count, that many rpmem-bench processes (one pool and one lane each,
+# persist of SIZE bytes) run at once against one service on 127.0.0.1 over
+# mutual TLS; their calls/s are summed.
+#
+# usage: tools/rpmem-bench/service-scaling.sh BUILD_DIR [COUNTS [SIZE [SECONDS]]]
+#   COUNTS   client counts, comma-separated (default 8,32,64,128)
+#   SIZE     persist size (default 64)
+#   SECONDS  measured time of each client (default 4); every client first
+#            warms up for 3 s, so that all of them run during the window
+#
+# Pools live in /dev/shm. Prints one line per count: clients, the sum of
+# calls/s, calls/s per client (min/median/max), failed clients, rpmemd's
+# threads and RSS at the end of the count.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+build=$(realpath "${1:?usage: $0 BUILD_DIR [COUNTS [SIZE [SECONDS]]]}")
+counts=${2:-8,32,64,128}
+size=${3:-64}
+secs=${4:-4}
+max=$(tr ',' '\n' <<<"$counts" | sort -n | tail -1)
+
+work=$(mktemp -d /dev/shm/rpmem-scaling.XXXXXX)
+daemon=""
+cleanup() {
+  if [ -n "$daemon" ]; then
+    kill "$daemon" 2>/dev/null || true
+    wait "$daemon" 2>/dev/null || true
+  fi
+  [ -n "${RPMEM_SCALING_KEEP:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+
+cd "$work"
+key="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+{
+  openssl req -x509 $key -keyout ca.key -out ca.crt -subj /CN=ca -days 2
+  openssl req $key -keyout server.key -out server.csr -subj /CN=localhost
+  printf 'subjectAltName=IP:127.0.0.1\n' >server.ext
+  openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+    -out server.crt -days 2 -extfile server.ext
+  openssl req $key -keyout client.key -out client.csr -subj /CN=bench
+  printf 'extendedKeyUsage=clientAuth\n' >client.ext
+  openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+    -out client.crt -days 2 -extfile client.ext
+} >openssl.log 2>&1
+mkdir -p poolsets/bench
+for i in $(seq 1 "$max"); do
+  printf 'PMEMPOOLSET\n8M %s/p%d.part\n' "$work" "$i" >"poolsets/bench/p$i.set"
+done
+
+port=$(( 20000 + RANDOM % 20000 ))
+cat >service.conf <<CONF
+poolset-dir = $work/poolsets
+log-file = $work/service.log
+log-level = notice
+service-listen = 127.0.0.1:$port
+tls-ca = $work/ca.crt
+tls-cert = $work/server.crt
+tls-key = $work/server.key
+max-sessions-per-client = $max
+max-per-address = $(( max + 8 ))
+CONF
+"$build/rpmemd" --service -c "$work/service.conf" &
+daemon=$!
+for _ in $(seq 100); do
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+  sleep 0.05
+done
+
+export RPMEM_TLS_CA=$work/ca.crt RPMEM_TLS_CERT=$work/client.crt RPMEM_TLS_KEY=$work/client.key
+echo "# rpmemd --service on 127.0.0.1:$port, persist $size B, 1 lane per client, ${secs} s measured"
+echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(date -u '+%F %T') UTC"
+printf '%8s %12s %10s %10s %10s %7s %8s %9s\n' clients "calls/s" min/client median max failed threads "RSS MiB"
+for n in ${counts//,/ }; do
+  rm -f out.*
+  pids=()
+  for i in $(seq 1 "$n"); do
+    "$build/tools/rpmem-bench" -t "rpmems://127.0.0.1:$port" -P "p$i.set" -S 4M \
+      -o persist -b "$size" -l 1 -w 3 -d "$secs" --no-raw -f csv --no-progress \
+      >"out.$i" 2>"err.$i" &
+    pids+=($!)
+  done
+  failed=0
+  for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
+  threads=$(awk '/^Threads:/ {print $2}' "/proc/$daemon/status")
+  rss=$(awk '/^VmRSS:/ {printf "%.0f", $2 / 1024}' "/proc/$daemon/status")
+  # The CSV's ops_per_s column, by name, of every client's persist row.
+  cat out.* | awk -F, '
+    /^case,/ { for (i = 1; i <= NF; i++) if ($i == "ops_per_s") col = i; next }
+    $1 == "persist" && col { print $col }' | sort -n >rates
+  k=$(wc -l <rates)
+  awk -v n="$n" -v k="$k" -v failed="$failed" -v threads="$threads" -v rss="$rss" '
+    { v[NR] = $1; sum += $1 }
+    END {
+      printf "%8d %12.0f %10.0f %10.0f %10.0f %7d %8s %9s\n", n, sum, v[1], v[int((k + 1) / 2)],
+        v[k], failed + (n - k), threads, rss
+    }' rates
+done
