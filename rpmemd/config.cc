@@ -436,7 +436,7 @@ std::string usage_text(const char *argv0) {
       "      --tls-crl <path>          revoked client certificates (PEM CRLs), reread on SIGHUP\n"
       "      --max-handshakes <num>    service: TLS handshakes in progress at most (128)\n"
       "      --max-connections <num>   service: control connections at most (1024)\n"
-      "      --max-per-address <num>   service: connections from one address at most (64)\n"
+      "      --max-per-address <num>   service: unauthenticated connections from one address (16)\n"
       "      --max-sessions <num>      service: sessions at most (512)\n"
       "      --max-sessions-per-client <num>  service: sessions of one certificate (64)\n";
   for (std::string_view level : {"err     error conditions", "warn    warning conditions",

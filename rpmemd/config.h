@@ -49,7 +49,7 @@ struct Config {
   // authenticated client told EACCES) with a log line.
   unsigned max_handshakes = 128;          // TLS handshakes in progress
   unsigned max_connections = 1024;        // control connections in all
-  unsigned max_per_address = 64;          // control connections from one address
+  unsigned max_per_address = 16;          // unauthenticated connections from one address
   unsigned max_sessions = 512;            // sessions (threads) in all
   unsigned max_sessions_per_client = 64;  // sessions of one client certificate
 

@@ -149,8 +149,9 @@ struct Service::Conn {
   int fd = -1;  // the socket, for shutdown() from the loop
   std::thread thread;
   bool in_session = false;
-  bool dropped = false;  // closed to make room; its handler is still to run
-  std::string refused;   // why the TLS policy refused the client's certificate
+  bool dropped = false;          // closed to make room; its handler is still to run
+  bool address_counted = false;  // in per_address_ (until authenticated)
+  std::string refused;           // why the TLS policy refused the client's certificate
   // The session's wake-up descriptors, watched by the loop: one that becomes
   // readable shuts the socket down, and the session's read learns which.
   std::vector<std::unique_ptr<asio::posix::stream_descriptor>> watchers;
@@ -346,7 +347,7 @@ void Service::Loop::admit(tcp::socket socket) {
   const char *why = nullptr;
   auto known = per_address_.find(peer);
   if (known != per_address_.end() && known->second >= config_.max_per_address)
-    why = "too many connections from this address (max-per-address)";
+    why = "too many unauthenticated connections from this address (max-per-address)";
   else if (conns_.size() >= config_.max_connections && !drop_oldest_handshake())
     why = "too many connections (max-connections)";
   if (why) return refusals_.refused(peer, why);
@@ -371,6 +372,7 @@ void Service::Loop::admit(tcp::socket socket) {
   ServerTls::prepare_connection(c->stream.native_handle(), &c->refused);
   ++handshakes_;
   ++per_address_[peer];
+  c->address_counted = true;
   conns_.push_back(c);
   c->timer.expires_after(kHandshakeTimeout);
   c->timer.async_wait([this, c](const boost::system::error_code &e) {
@@ -395,8 +397,17 @@ bool Service::Loop::drop_oldest_handshake() {
   return false;
 }
 
+// max-per-address bounds the connections of one address that are not
+// authenticated yet: strangers. A host with many clients is bounded by
+// their certificates' caps instead.
+void Service::Loop::uncount_address(Conn &c) {
+  if (!c.address_counted) return;
+  c.address_counted = false;
+  if (--per_address_[c.peer] == 0) per_address_.erase(c.peer);
+}
+
 void Service::Loop::forget(const std::shared_ptr<Conn> &c) {
-  if (--per_address_[c->peer] == 0) per_address_.erase(c->peer);
+  uncount_address(*c);
   std::erase(conns_, c);
 }
 
@@ -404,6 +415,7 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
                                const boost::system::error_code &ec) {
   --handshakes_;
   c->timer.cancel();
+  uncount_address(*c);
   if (ec || stopping_) {
     if (ec && ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor)
       RPMEM_LOG_WARN("client %u (%s): TLS handshake failed: %s", c->id, c->peer.c_str(),

@@ -60,6 +60,7 @@ class Service {
     void refuse_session(const std::shared_ptr<Conn> &c);
     void session_done(const std::shared_ptr<Conn> &c);
     void forget(const std::shared_ptr<Conn> &c);
+    void uncount_address(Conn &c);
     bool drop_oldest_handshake();                         // false when there is none
     void serve(const std::shared_ptr<Conn> &c) noexcept;  // a session's thread
 

@@ -650,5 +650,50 @@ TEST_F(ServiceWithFewSessions, ACertificatePastItsSessionsIsEaccesAndEndedSessio
   EXPECT_NE(log().find("max-sessions-per-client"), std::string::npos) << log();
 }
 
+class ServiceWithManySessions : public ServiceCrowd {
+ protected:
+  // The packaged unit's descriptor limit; one certificate for all clients.
+  ServiceWithManySessions() {
+    nofile_ = 65536;
+    extra_conf_ = "max-sessions-per-client = 512\n";
+  }
+};
+
+TEST_F(ServiceWithManySessions, FiveHundredSessionsAtOnce) {
+  constexpr int kSessions = 500;
+  constexpr size_t kSmall = 2 * kMiB;
+  raise_own_nofile(8192);
+  for (int i = 0; i < kSessions; ++i)
+    target_.write_poolset("alice/m" + std::to_string(i) + ".set",
+                          {{kSmall, "m" + std::to_string(i) + ".part"}}, "OPTION NOHDRS\n");
+  std::vector<std::unique_ptr<LocalPool>> locals;
+  std::vector<RPMEMpool *> pools;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < kSessions; ++i) {
+    locals.push_back(std::make_unique<LocalPool>(kSmall, static_cast<uint8_t>(i)));
+    unsigned nl = 1;
+    const std::string set = "m" + std::to_string(i) + ".set";
+    RPMEMpool *rpp = create(set.c_str(), *locals.back(), nl);
+    ASSERT_NE(rpp, nullptr) << i << ": " << rpmem_errormsg();
+    pools.push_back(rpp);
+  }
+  const auto opened = Clock::now();
+  for (int i = 0; i < kSessions; ++i)
+    ASSERT_EQ(rpmem_persist(pools[i], 0, 65536, 0, 0), 0) << i << ": " << rpmem_errormsg();
+  const Footprint f = footprint(daemon_);
+  for (auto *rpp : pools) EXPECT_EQ(rpmem_close(rpp), 0);
+  const auto closed = Clock::now();
+  std::cout << kSessions << " sessions: opened in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(opened - t0).count()
+            << " ms, persisted and closed in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(closed - opened).count()
+            << " ms; the service held " << describe(f) << "\n";
+  EXPECT_GE(f.threads, kSessions);  // a session thread each, and their lane servers
+  for (int i = 0; i < kSessions; i += 7) {
+    auto r = target_.remote_pool({{kSmall, "m" + std::to_string(i) + ".part"}}, false);
+    EXPECT_TRUE(same_bytes(r.data(), locals[i]->data(), 0, 65536)) << i;
+  }
+}
+
 }  // namespace
 }  // namespace rpmem_test

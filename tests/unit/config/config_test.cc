@@ -480,7 +480,7 @@ TEST_F(ConfigTest, LaneGrantPeerTimeoutAndServiceCaps) {
   EXPECT_EQ(d.peer_timeout, std::chrono::seconds(30));
   EXPECT_EQ(d.max_handshakes, 128u);
   EXPECT_EQ(d.max_connections, 1024u);
-  EXPECT_EQ(d.max_per_address, 64u);
+  EXPECT_EQ(d.max_per_address, 16u);
   EXPECT_EQ(d.max_sessions, 512u);
   EXPECT_EQ(d.max_sessions_per_client, 64u);
   Config c = parse_text(
