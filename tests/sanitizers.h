@@ -27,6 +27,11 @@ inline constexpr bool kUnderTsan = true;
 #else
 inline constexpr bool kUnderTsan = false;
 #endif
+#if defined(RPMEM_TEST_TSAN) || defined(RPMEM_TEST_ASAN)
+inline constexpr bool kUnderSanitizer = true;
+#else
+inline constexpr bool kUnderSanitizer = false;
+#endif
 }  // namespace rpmem_test
 
 #endif  // RPMEM_TESTS_SANITIZERS_H
