@@ -95,6 +95,33 @@ class LaneReader {
   std::error_code error_;
 };
 
+// How many lane servers of this process may spin at once: one per CPU it
+// may run on. Past that a server sleeps in epoll at once.
+class SpinSlots {
+ public:
+  static bool take() noexcept {
+    unsigned n = used_.load(std::memory_order_relaxed);
+    while (n < limit()) {
+      if (used_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) return true;
+    }
+    return false;
+  }
+  static void give_back() noexcept { used_.fetch_sub(1, std::memory_order_relaxed); }
+
+ private:
+  static unsigned limit() noexcept {
+    static const unsigned cpus = [] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      if (::sched_getaffinity(0, sizeof(set), &set) == 0)
+        return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
+      return std::max(1u, std::thread::hardware_concurrency());
+    }();
+    return cpus;
+  }
+  static inline std::atomic<unsigned> used_{0};
+};
+
 }  // namespace
 
 // One lane: its stream, its receive buffer, where it is in its request, the
@@ -267,6 +294,13 @@ void LaneServer::loop() {
   epoll_event events[kMaxEvents];
   std::vector<Lane *> again;
   auto spin_until = clock::time_point{};
+  bool spinning = false;  // holds one of SpinSlots
+  struct Release {
+    bool &held;
+    ~Release() {
+      if (held) SpinSlots::give_back();
+    }
+  } release{spinning};
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (has_new_.exchange(false, std::memory_order_acquire)) adopt_inbox();
 
@@ -287,17 +321,24 @@ void LaneServer::loop() {
     again.clear();
 
     // Sleep only when nothing moved for about a round trip: the next
-    // request of a busy lane comes within microseconds.
+    // request of a busy lane comes within microseconds. But spin only while
+    // fewer servers of this process spin than it has CPUs: with more, the
+    // spinning would take the CPU from the very thread that answers.
     int timeout = 0;
-    if (progress) {
-      spin_until = clock::now() + kSpinBudget;
-    } else if (runnable_.empty() && clock::now() >= spin_until) {
-      for (Lane *lane : dirty_) {
-        lane->flush_pending();
-        lane->dirty = false;
+    if (progress) spin_until = clock::now() + kSpinBudget;
+    if (runnable_.empty()) {
+      const bool want = clock::now() < spin_until;
+      if (want && !spinning) spinning = SpinSlots::take();
+      if (!want || !spinning) {
+        if (spinning) SpinSlots::give_back();
+        spinning = false;
+        for (Lane *lane : dirty_) {
+          lane->flush_pending();
+          lane->dirty = false;
+        }
+        dirty_.clear();
+        timeout = -1;
       }
-      dirty_.clear();
-      timeout = -1;
     }
     const int n = ::epoll_wait(epoll_fd_, events, kMaxEvents, timeout);
     if (n < 0) {
