@@ -23,6 +23,7 @@
 
 #include <fcntl.h>
 #include <netdb.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <poll.h>
@@ -33,6 +34,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <climits>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -152,72 +154,85 @@ struct Service::Conn {
   bool dropped = false;          // closed to make room; its handler is still to run
   bool address_counted = false;  // in per_address_ (until authenticated)
   std::string refused;           // why the TLS policy refused the client's certificate
-  // The session's wake-up descriptors, watched by the loop: one that becomes
-  // readable shuts the socket down, and the session's read learns which.
-  std::vector<std::unique_ptr<asio::posix::stream_descriptor>> watchers;
-  std::atomic<int> woken{-1};
 };
 
 namespace {
 
-// A TLS stream as a session's control channel, read and written with
-// blocking calls on the session's thread. A wake-up descriptor (a failed
-// lane, the idle bound) is watched on the service's loop, which shuts the
-// socket down when it fires: the blocking read then ends, and reports it.
+// A TLS stream as a session's control channel, on the session's thread.
+// After the handshake the connection leaves Asio: OpenSSL reads and writes
+// the socket itself (blocking), so that a wait for input can poll the socket
+// and the session's wake-up descriptors (a failed lane, the idle bound)
+// together -- bytes OpenSSL holds are asked with SSL_pending(); nothing
+// else buffers them. The client sends nothing between its handshake and our
+// hello, so no byte Asio read is left behind.
 class TlsControlStream final : public ControlStream {
  public:
-  TlsControlStream(const std::shared_ptr<Service::Conn> &c, asio::io_context &io)
-      : c_(c), io_(io) {}
+  explicit TlsControlStream(Service::Conn &c) : ssl_(c.stream.native_handle()), fd_(c.fd) {
+    SSL_set_fd(ssl_, fd_);  // the socket BIO does not close fd_
+    const int flags = ::fcntl(fd_, F_GETFL);
+    if (flags >= 0) ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+  }
   std::error_code read_frame(proto::FrameHeader &hdr, proto::Bytes &payload, int &woken) override {
-    auto c = c_.lock();
-    std::error_code ec = read_frame_with(
-        [&](uint8_t *buf, size_t n) {
-          boost::system::error_code e;
-          asio::read(c->stream, asio::buffer(buf, n), e);
-          return map(e);
-        },
-        hdr, payload);
-    if (ec && c->woken.load() >= 0) {
-      woken = c->woken.load();
-      return errc(EINTR);
-    }
-    return ec;
+    return read_frame_with([&](uint8_t *buf, size_t n) { return read_exact(buf, n, woken); }, hdr,
+                           payload);
   }
   std::error_code write_all(const proto::Bytes &bytes) override {
-    boost::system::error_code ec;
-    asio::write(c_.lock()->stream, asio::buffer(bytes), ec);
-    return map(ec);
+    size_t off = 0;
+    while (off < bytes.size()) {
+      const int n = SSL_write(ssl_, bytes.data() + off, static_cast<int>(bytes.size() - off));
+      if (n <= 0) return gone(n);
+      off += static_cast<size_t>(n);
+    }
+    return {};
   }
-  void add_wake_fd(int fd) override {
-    const int dup_fd = ::dup(fd);
-    if (dup_fd < 0) return;
-    asio::post(io_, [weak = c_, dup_fd, fd, &io = io_] {
-      auto c = weak.lock();
-      if (!c || !c->in_session) {
-        ::close(dup_fd);
-        return;
-      }
-      auto w = std::make_unique<asio::posix::stream_descriptor>(io, dup_fd);
-      w->async_wait(asio::posix::descriptor_base::wait_read,
-                    [weak, fd](const boost::system::error_code &ec) {
-                      auto conn = weak.lock();
-                      if (ec || !conn) return;
-                      conn->woken.store(fd);
-                      ::shutdown(conn->fd, SHUT_RDWR);
-                    });
-      c->watchers.push_back(std::move(w));
-    });
-  }
+  void add_wake_fd(int fd) override { wake_.push_back(fd); }
+  // close_notify, so that the client sees an orderly end.
+  void shutdown() noexcept { SSL_shutdown(ssl_); }
 
  private:
-  static std::error_code map(const boost::system::error_code &ec) {
-    if (!ec) return {};
+  std::error_code read_exact(uint8_t *buf, size_t n, int &woken) {
+    while (n > 0) {
+      if (SSL_pending(ssl_) == 0)
+        if (auto ec = wait_readable(woken)) return ec;
+      const int got = SSL_read(ssl_, buf, static_cast<int>(std::min<size_t>(n, INT_MAX)));
+      if (got <= 0) {
+        const int err = SSL_get_error(ssl_, got);
+        if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) continue;
+        return gone(got);
+      }
+      buf += got;
+      n -= static_cast<size_t>(got);
+    }
+    return {};
+  }
+  // Until the socket has input: EINTR with `woken` when a wake-up
+  // descriptor comes first.
+  std::error_code wait_readable(int &woken) {
+    std::vector<pollfd> p;
+    p.push_back({fd_, POLLIN, 0});
+    for (int fd : wake_) p.push_back({fd, POLLIN, 0});
+    for (;;) {
+      if (::poll(p.data(), p.size(), -1) < 0) {
+        if (errno == EINTR) continue;
+        return errc(errno);
+      }
+      for (size_t i = 1; i < p.size(); ++i)
+        if (p[i].revents) {
+          woken = p[i].fd;
+          return errc(EINTR);
+        }
+      return {};
+    }
+  }
+  std::error_code gone(int rc) {
     // EOF, a TLS close, a reset or a shut-down socket: the client is gone.
-    RPMEM_LOG_DEBUG("control connection: %s", ec.message().c_str());
+    RPMEM_LOG_DEBUG("control connection: TLS error %d", SSL_get_error(ssl_, rc));
+    ERR_clear_error();
     return errc(ECONNRESET);
   }
-  std::weak_ptr<Service::Conn> c_;
-  asio::io_context &io_;
+  SSL *ssl_;
+  int fd_;
+  std::vector<int> wake_;
 };
 
 }  // namespace
@@ -484,7 +499,6 @@ void Service::Loop::refuse_session(const std::shared_ptr<Conn> &c) {
 void Service::Loop::session_done(const std::shared_ptr<Conn> &c) {
   if (c->thread.joinable()) c->thread.join();  // it has posted this: it is ending
   c->in_session = false;
-  c->watchers.clear();
   --sessions_;
   if (--per_client_[c->name] == 0) per_client_.erase(c->name);
   RPMEM_LOG_INFO("client %u (%s): session ended", c->id, c->peer.c_str());
@@ -496,7 +510,7 @@ void Service::Loop::session_done(const std::shared_ptr<Conn> &c) {
 void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
   Conn &c = *conn;
   try {
-    TlsControlStream control(conn, io_);
+    TlsControlStream control(c);
     proto::Hello hello;
     hello.transports = rpmem::transport::available_transports();
     if (control.write_all(proto::encode(hello))) return;
@@ -511,8 +525,7 @@ void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
     params.peer_timeout = config_.peer_timeout;
     Session session(store, control, params, -1);
     session.run();
-    boost::system::error_code ec;
-    c.stream.shutdown(ec);
+    control.shutdown();
   } catch (const std::exception &e) {
     RPMEM_LOG_ERR("client %u (%s): %s", c.id, c.peer.c_str(), e.what());
   }
