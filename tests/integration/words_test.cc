@@ -177,6 +177,7 @@ TEST_F(Words, CreateOpenCloseSessionLogsAsPmdk) {
         "    nlanes: 2",
         "    persist method: General Purpose Server Persistency Method",
         "waiting for in-band connection",
+        "in-band connection established",
     };
   };
   const std::vector<std::string> close = {

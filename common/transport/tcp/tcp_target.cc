@@ -300,6 +300,9 @@ void TcpTarget::hello_ready(Hello &h) {
     [[maybe_unused]] auto n = ::send(h.fd, no, sizeof(no), MSG_NOSIGNAL | MSG_DONTWAIT);
     return close_hello(h);
   }
+  // PMDK's line, once every lane is in (logged before the last reply, so
+  // that it comes before anything the client does next).
+  if (++admitted_ == hello->nlanes) RPMEM_LOG_INFO("in-band connection established");
   // Eight bytes into the empty send buffer of a new connection: the send
   // takes them whole or the connection is already gone.
   uint8_t yes[proto::kLaneHelloReplySize] = {};

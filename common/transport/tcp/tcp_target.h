@@ -69,6 +69,7 @@ class TcpTarget final : public Target {
   std::vector<std::unique_ptr<Hello>> hellos_;
   std::vector<std::unique_ptr<LaneServer>> servers_;
   unsigned nservers_ = 0;  // fixed with the lane count
+  unsigned admitted_ = 0;  // lanes admitted
   RefusalLog refusals_{"data connection"};
   std::thread listener_;
 };

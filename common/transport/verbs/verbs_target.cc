@@ -214,6 +214,8 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
       err = "ibv_post_recv: " + ec.message();
   if (err.empty())
     if (auto ec = arm(lane->cq.get())) err = "ibv_req_notify_cq: " + ec.message();
+  if (err.empty() && admitted_.fetch_add(1) + 1 == cd->nlanes)
+    RPMEM_LOG_INFO("in-band connection established");  // PMDK's line, once all lanes are in
   if (err.empty())
     if (auto ec = accept(id.get())) err = "rdma_accept: " + ec.message();
   if (!err.empty()) {

@@ -60,6 +60,7 @@ class VerbsTarget final : public Target {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> fatal_sent_{false};
   LaneAdmission admission_;
+  std::atomic<unsigned> admitted_{0};  // lanes set up
 
   std::mutex mu_;  // guards threads_ (never touched on the data path)
   std::vector<std::thread> threads_;
