@@ -110,19 +110,21 @@ class SpinSlots {
 
  private:
   static unsigned limit() noexcept {
-    static const unsigned cpus = [] {
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      if (::sched_getaffinity(0, sizeof(set), &set) == 0)
-        return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
-      return std::max(1u, std::thread::hardware_concurrency());
-    }();
+    static const unsigned cpus = usable_cpus();
     return cpus;
   }
   static inline std::atomic<unsigned> used_{0};
 };
 
 }  // namespace
+
+unsigned usable_cpus() noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0)
+    return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 // One lane: its stream, its receive buffer, where it is in its request, the
 // reply in progress, and the flushes it has not made durable yet.
@@ -258,7 +260,6 @@ void LaneServer::run() noexcept {
     runnable_.clear();
     dirty_.clear();
     lanes_.clear();  // each persists its flushes and closes
-    nlanes_.store(0, std::memory_order_relaxed);
   } catch (...) {
   }
 }
@@ -286,7 +287,6 @@ void LaneServer::adopt_inbox() {
     runnable_.push_back(lane.get());
     lanes_.push_back(std::move(lane));
   }
-  nlanes_.store(static_cast<unsigned>(lanes_.size()), std::memory_order_relaxed);
 }
 
 void LaneServer::loop() {
@@ -379,7 +379,6 @@ void LaneServer::drop(Lane &lane) {
     std::erase(fds_, lane.stream->fd());
   }
   std::erase_if(lanes_, [&](const std::unique_ptr<Lane> &l) { return l.get() == &lane; });
-  nlanes_.store(static_cast<unsigned>(lanes_.size()), std::memory_order_relaxed);
 }
 
 LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {

@@ -27,6 +27,10 @@
 
 namespace rpmem::transport::tcp {
 
+// CPUs this process may run on (its affinity mask, which cpusets and
+// taskset narrow), at least 1.
+unsigned usable_cpus() noexcept;
+
 class LaneServer {
  public:
   using FatalFn = std::function<void(const std::string &why)>;
@@ -48,8 +52,6 @@ class LaneServer {
   // connection closed. Idempotent.
   void stop() noexcept;
 
-  unsigned lanes() const noexcept { return nlanes_.load(std::memory_order_relaxed); }
-
  private:
   struct Lane;
   enum class Step { kWaiting, kMore, kEnded };
@@ -70,7 +72,6 @@ class LaneServer {
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};
-  std::atomic<unsigned> nlanes_{0};
   std::thread thread_;
 
   std::mutex mu_;  // guards inbox_, fds_ and stopped_; never taken per request

@@ -14,7 +14,6 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -73,15 +72,6 @@ std::string normalized(const std::string &address) {
     return address;
   }
   return numeric_address(ss);
-}
-
-// CPUs this process may run on (its affinity mask, which cpusets and
-// taskset narrow), at least 1.
-unsigned usable_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1u, std::thread::hardware_concurrency());
 }
 
 }  // namespace

@@ -74,8 +74,6 @@ class TcpTarget final : public Target {
   std::thread listener_;
 };
 
-using transport::copy_words;
-
 }  // namespace rpmem::transport::tcp
 
 #endif  // RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H

@@ -823,7 +823,7 @@ TEST(CopyWords, CopiesExactlyTheRangeForEveryAlignmentAndLength) {
     for (size_t dof = 0; dof < 8; ++dof) {
       for (size_t n = 0; n <= 40; ++n) {
         std::memset(dst, 0xee, sizeof(dst));
-        tcp::copy_words(dst + dof, src + so, n);
+        rpmem::transport::copy_words(dst + dof, src + so, n);
         for (size_t i = 0; i < sizeof(dst); ++i) {
           const uint8_t want = (i >= dof && i < dof + n) ? src[so + i - dof] : 0xee;
           ASSERT_EQ(dst[i], want) << "src+" << so << " dst+" << dof << " n=" << n << " at " << i;
@@ -860,7 +860,8 @@ TEST(CopyWords, WritesEachAlignedWordWithOneStore) {
       }
   });
   for (int round = 0; round < 2000; ++round)
-    tcp::copy_words(reinterpret_cast<uint8_t *>(dst), (round % 2 ? sa : sb).data() + 1, kWords * 8);
+    rpmem::transport::copy_words(reinterpret_cast<uint8_t *>(dst), (round % 2 ? sa : sb).data() + 1,
+                                 kWords * 8);
   done.store(true, std::memory_order_release);
   watcher.join();
   EXPECT_EQ(torn.load(), 0u);
