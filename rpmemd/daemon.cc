@@ -107,16 +107,11 @@ int Daemon::run() {
   const int sfd = termination_signal_fd();
 
   const char *ssh_conn = std::getenv("SSH_CONNECTION");
-  SessionParams params;
+  SessionParams params = session_params(config_);
   params.listen_address = listen_address_from_ssh(ssh_conn);
-  params.transports = rpmem::transport::available_transports();
-  params.persist_apm = config_.persist_apm;
-  params.nthreads = config_.nthreads;
-  params.max_lanes = config_.max_lanes;
-  params.peer_timeout = config_.peer_timeout;
-  // Lanes may come from another address than the ssh connection (a jump
-  // host, a multihomed client): in ssh mode the session secret alone binds
-  // them.
+  // peer_address stays empty: lanes may come from another address than the
+  // ssh connection (a jump host, a multihomed client), and in ssh mode the
+  // session secret alone binds them.
 
   send_hello(0);
   RPMEM_LOG_NOTICE("ssh connection: %s", str_or_null(ssh_conn));

@@ -515,14 +515,9 @@ void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
     hello.transports = rpmem::transport::available_transports();
     if (control.write_all(proto::encode(hello))) return;
     PoolStore store(config_.poolset_dir + "/" + c.name);
-    SessionParams params;
+    SessionParams params = session_params(config_);
     params.listen_address = c.local;
-    params.transports = hello.transports;
-    params.persist_apm = config_.persist_apm;
-    params.nthreads = config_.nthreads;
-    params.max_lanes = config_.max_lanes;
     params.peer_address = c.peer;
-    params.peer_timeout = config_.peer_timeout;
     Session session(store, control, params, -1);
     session.run();
     control.shutdown();

@@ -124,6 +124,16 @@ class Session::PoolView final : public rpmem::transport::TargetPool {
   size_t size_;
 };
 
+SessionParams session_params(const Config &config) {
+  SessionParams p;
+  p.transports = rpmem::transport::available_transports();
+  p.persist_apm = config.persist_apm;
+  p.nthreads = config.nthreads;
+  p.max_lanes = config.max_lanes;
+  p.peer_timeout = config.peer_timeout;
+  return p;
+}
+
 Session::Session(PoolStore &store, ControlStream &io, SessionParams params, int signal_fd)
     : store_(store), io_(io), params_(std::move(params)), signal_fd_(signal_fd) {
   g_sessions.fetch_add(1);
@@ -457,7 +467,7 @@ SessionEnd Session::run() noexcept try {
     if (hdr.type == MsgType::kKeepalive && !keepalives_) {
       keepalives_ = true;
       RPMEM_LOG_DEBUG("the client sends keepalives: %lld ms of silence end the session",
-                     static_cast<long long>(params_.peer_timeout.count()));
+                      static_cast<long long>(params_.peer_timeout.count()));
     }
     if (keepalives_) arm_idle_timer();
     SessionEnd end = SessionEnd::kClosed;

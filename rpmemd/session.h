@@ -36,6 +36,11 @@ struct SessionParams {
   std::chrono::milliseconds peer_timeout{0};  // Config::peer_timeout
 };
 
+// What both ways in (ssh, the service) take from the configuration; the
+// caller adds where lanes connect (listen_address) and whom from
+// (peer_address).
+SessionParams session_params(const Config &config);
+
 class Session {
  public:
   // `signal_fd` becomes readable on SIGTERM/SIGINT (-1: none).
