@@ -168,6 +168,18 @@ std::vector<uint8_t> read_file(const std::string &path) {
   return bytes;
 }
 
+std::string command_output(const std::string &cmd, int *status) {
+  std::string out;
+  FILE *p = ::popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  const int st = ::pclose(p);
+  if (status) *status = st;
+  return out;
+}
+
 bool file_exists(const std::string &path) { return ::access(path.c_str(), F_OK) == 0; }
 
 ::testing::AssertionResult same_bytes(const uint8_t *a, const uint8_t *b, size_t off, size_t len) {

@@ -53,14 +53,7 @@ class SecureEnv : public ::testing::Test {
                       "/fake-ssh RPMEM_CMD='touch " + dir_ +
                       "/cmd-ran' RPMEM_LOG_LEVEL=4 RPMEM_LOG_FILE=" + dir_ + "/" + name +
                       ".log RPMEM_TIMEOUT=2 " + dir_ + "/" + name + " 127.0.0.1:1 2>&1";
-    std::string out;
-    FILE *p = ::popen(cmd.c_str(), "r");
-    if (!p) return out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-    ::pclose(p);
-    return out;
+    return command_output(cmd);
   }
 
   Target target_;

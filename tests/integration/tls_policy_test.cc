@@ -35,18 +35,6 @@ using ::testing::Not;
 constexpr size_t kPool = 4 * kMiB;
 const std::string kLongName(64, 'n');  // the longest name allowed
 
-std::string run_out(const std::string &cmd, int *status = nullptr) {
-  std::string out;
-  FILE *p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
-  int st = ::pclose(p);
-  if (status) *status = st;
-  return out;
-}
-
 // A certificate made through the OpenSSL API, which (unlike `openssl req`)
 // can carry a common name longer than X.509 allows: subject entries `cns`
 // (UTF8String each), an EC key, signed by the CA in `dir`.
@@ -121,7 +109,10 @@ class TlsPolicy : public ::testing::Test {
     issue("dash", "/CN=-alice", client_ext);
     issue("space", "/CN=ali ce", client_ext);
     issue("newline", "/CN=alice\\nrpmemd[1]: <err> forged", client_ext);
-    issue("utf8", "/CN=al\xc3\xaf" "ce", client_ext);
+    issue("utf8",
+          "/CN=al\xc3\xaf"
+          "ce",
+          client_ext);
     // Bob is revoked from the start.
     script += "openssl ca -config ca.cnf -keyfile ca.key -cert ca.crt -revoke bob.crt\n";
     script += "openssl ca -config ca.cnf -keyfile ca.key -cert ca.crt -gencrl -out crl.pem\n";
@@ -132,7 +123,9 @@ class TlsPolicy : public ::testing::Test {
     ASSERT_TRUE(make_api_cert(d_, "api-twocn", {"alice", "alice"}));
 
     for (const std::string &c : {std::string("alice"), std::string("bob"), std::string("carol"),
-                                 kLongName, std::string(65, 'a'), std::string("al\xc3\xaf" "ce")}) {
+                                 kLongName, std::string(65, 'a'),
+                                 std::string("al\xc3\xaf"
+                                             "ce")}) {
       ::mkdir((target_.poolset_dir() + "/" + c).c_str(), 0755);
       target_.write_poolset(c + "/p.set", {{kPool, c.substr(0, 8) + ".part"}}, "OPTION NOHDRS\n");
     }
@@ -197,10 +190,10 @@ class TlsPolicy : public ::testing::Test {
 
   // openssl s_client as alice with extra options; its output.
   std::string s_client(const std::string &options, int *status = nullptr) {
-    return run_out("openssl s_client -connect 127.0.0.1:" + std::to_string(port_) + " -CAfile " +
-                       d_ + "/ca.crt -cert " + d_ + "/alice.crt -key " + d_ + "/alice.key " +
-                       options + " </dev/null 2>&1",
-                   status);
+    return command_output("openssl s_client -connect 127.0.0.1:" + std::to_string(port_) +
+                              " -CAfile " + d_ + "/ca.crt -cert " + d_ + "/alice.crt -key " + d_ +
+                              "/alice.key " + options + " </dev/null 2>&1",
+                          status);
   }
 
   // Revokes `who` too, and replaces crl.pem (a rename: never half written).
