@@ -352,13 +352,23 @@ void Service::Loop::accept_next() {
   });
 }
 
+namespace {
+
+// An address as text, an IPv4-mapped IPv6 one as IPv4 (as the data
+// listener prints its peers).
+std::string plain_address(const asio::ip::address &a) {
+  if (a.is_v6() && a.to_v6().is_v4_mapped())
+    return asio::ip::make_address_v4(asio::ip::v4_mapped, a.to_v6()).to_string();
+  return a.to_string();
+}
+
+}  // namespace
+
 void Service::Loop::admit(tcp::socket socket) {
   boost::system::error_code ec;
   auto remote = socket.remote_endpoint(ec);
   if (ec) return;  // gone already
-  std::string peer = remote.address().to_string();
-  if (remote.address().is_v6() && remote.address().to_v6().is_v4_mapped())
-    peer = asio::ip::make_address_v4(asio::ip::v4_mapped, remote.address().to_v6()).to_string();
+  const std::string peer = plain_address(remote.address());
   const char *why = nullptr;
   auto known = per_address_.find(peer);
   if (known != per_address_.end() && known->second >= config_.max_per_address)
@@ -372,14 +382,13 @@ void Service::Loop::admit(tcp::socket socket) {
   std::shared_ptr<Conn> c;
   try {
     c = std::make_shared<Conn>(io_, tls_.context());
-  } catch (const std::exception &e) {
-    return refusals_.refused(peer, e.what());
+  } catch (const std::exception &) {
+    // A literal: RefusalLog keeps the reason's address for later counts.
+    return refusals_.refused(peer, "out of memory");
   }
   c->id = ++next_id_;
   c->peer = peer;
-  c->local = socket.local_endpoint(ec).address().to_string();
-  if (c->local.rfind("::ffff:", 0) == 0 && c->local.find('.') != std::string::npos)
-    c->local = c->local.substr(7);
+  c->local = plain_address(socket.local_endpoint(ec).address());
   c->fd = socket.native_handle();
   rpmem::transport::tcp::set_nodelay(c->fd);
   rpmem::transport::tcp::set_peer_timeout(c->fd, config_.peer_timeout);
