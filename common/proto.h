@@ -30,8 +30,11 @@ namespace rpmem::proto {
 inline constexpr uint16_t kMajor = 1;
 // Minor 1: the daemon takes kKeepalive (the client sends it only to a
 // daemon whose hello says minor >= 1).
-inline constexpr uint16_t kMinor = 1;
+// Minor 2: the verbs provider data may carry flags (kInfoStaged); the
+// daemon sets them only for a client whose pool request says minor >= 2.
+inline constexpr uint16_t kMinor = 2;
 inline constexpr uint16_t kMinorKeepalive = 1;
+inline constexpr uint16_t kMinorStaged = 2;
 
 inline constexpr size_t kFrameHeaderSize = 8;
 inline constexpr uint32_t kMaxControlPayload = 64 * 1024;

@@ -118,6 +118,7 @@ class Session::PoolView final : public rpmem::transport::TargetPool {
   std::error_code persist(size_t offset, size_t length, bool deep) noexcept override {
     return pool_.persist(offset, length, deep);
   }
+  bool is_pmem() const noexcept override { return pool_.is_pmem(); }
 
  private:
   MappedPool &pool_;
@@ -187,16 +188,21 @@ void Session::release(bool remove) noexcept {
   }
 }
 
-void Session::log_policy() const {
+void Session::log_policy(proto::TransportKind kind) const {
   // APM needs RDMA reads (verbs); over tcp every persist goes through this daemon.
   RPMEM_LOG_NOTICE("persistency policy:");
   if (apm_) {
     RPMEM_LOG_NOTICE("\tpersist method: %s", kApmName);
     RPMEM_LOG_NOTICE("\tpersist flush: none");
-    return;
+  } else {
+    RPMEM_LOG_NOTICE("\tpersist method: %s", kGpspmName);
+    RPMEM_LOG_NOTICE("\tpersist flush: %s", pool_->is_pmem() ? "pmem_persist" : "pmem_msync");
   }
-  RPMEM_LOG_NOTICE("\tpersist method: %s", kGpspmName);
-  RPMEM_LOG_NOTICE("\tpersist flush: %s", pool_->is_pmem() ? "pmem_persist" : "pmem_msync");
+  // The medium decides where a NIC may write (verbs_target.h).
+  if (kind == proto::TransportKind::kVerbs)
+    RPMEM_LOG_NOTICE("\tRDMA writes: %s", pool_->is_pmem() ? "into the pool (persistent memory)"
+                                                           : "into a staging buffer, copied "
+                                                             "into the pool by rpmemd");
 }
 
 Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
@@ -280,6 +286,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   tp.nthreads = params_.nthreads;
   tp.peer_address = params_.peer_address;
   tp.peer_timeout = params_.peer_timeout;
+  tp.client_minor = req.minor;
   const int fatal_fd = fatal_fd_;
   tp.on_fatal = [fatal_fd](const std::string &) {
     uint64_t one = 1;
@@ -314,7 +321,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
       return undo(Status::kFatalConn);
     }
   }
-  log_policy();
+  log_policy(kind);
   resp.nlanes = nlanes;
   resp.port = target_->port();
   resp.transport = kind;

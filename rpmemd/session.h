@@ -63,7 +63,7 @@ class Session {
   std::error_code handle_remove(const proto::Bytes &payload);
   void release(bool remove) noexcept;  // stops the lanes, closes the pool
   void arm_idle_timer() noexcept;
-  void log_policy() const;
+  void log_policy(proto::TransportKind kind) const;
 
   PoolStore &store_;
   ControlStream &io_;

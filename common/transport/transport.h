@@ -68,6 +68,10 @@ class TargetPool {
   virtual size_t writable_from() const noexcept = 0;
   // EIO when the range could not be made durable.
   virtual std::error_code persist(size_t offset, size_t length, bool deep) noexcept = 0;
+  // True when base() maps persistent memory (DAX): a NIC may write into it
+  // and a CPU flush makes that durable. False for a file in the page cache,
+  // where only writes the kernel sees (through the CPU) are written back.
+  virtual bool is_pmem() const noexcept { return false; }
 
   // Why a client's request for [offset, offset + length) is refused, or
   // nullptr: "range outside the pool", or for a write (`writes`) of at
@@ -91,6 +95,8 @@ struct TargetParams {
   // kApm only when the daemon runs with --persist-apm and the pool is pmem;
   // transports without one-sided reads (tcp) ignore it.
   proto::PersistMethod persist_method = proto::PersistMethod::kGpspm;
+  // The protocol minor of the client's pool request (what it can decode).
+  uint16_t client_minor = 0;
   // Called once, from a transport thread, when a lane sees malformed input:
   // the session should end.
   std::function<void(const std::string &why)> on_fatal;

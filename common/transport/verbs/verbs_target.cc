@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -91,28 +92,44 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
   auto pd = alloc_pd(ctx_);
   if (!pd) throw SetupError(pd.error().code.value(), pd.error().message);
   pd_ = std::move(pd.value());
-  auto mr = register_memory(
-      pd_.get(), pool_.base(), pool_.size(),
-      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, "the pool");
+  uint8_t *landing = pool_.base();
+  if (!pool_.is_pmem()) {
+    void *p =
+        ::mmap(nullptr, pool_.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      throw SetupError(errno, "verbs: cannot allocate a staging buffer of " +
+                                  std::to_string(pool_.size()) + " bytes");
+    staging_ = static_cast<uint8_t *>(p);
+    std::memcpy(staging_, pool_.base(), pool_.size());  // RDMA READs see the pool
+    landing = staging_;
+    info.method = proto::PersistMethod::kGpspm;  // APM would bypass the copy
+    if (params_.client_minor >= proto::kMinorStaged) info.flags = kInfoStaged;
+  }
+  auto mr =
+      register_memory(pd_.get(), landing, pool_.size(),
+                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+                      staging_ ? "the staging buffer" : "the pool");
   if (!mr) throw SetupError(mr.error().code.value(), mr.error().message);
   pool_mr_ = std::move(mr.value());
-  info.raddr = reinterpret_cast<uintptr_t>(pool_.base());
+  info.raddr = reinterpret_cast<uintptr_t>(landing);
   info.rkey = pool_mr_->rkey;
   info.max_inline = kMaxInline;
   provider_data_ = encode(info);
 
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (wake_fd_ < 0) throw SetupError(errno, "eventfd failed");
-  RPMEM_LOG_INFO("verbs: listening on %s port %u, device %s, %s",
+  RPMEM_LOG_INFO("verbs: listening on %s port %u, device %s, %s, RDMA writes into %s",
                  params_.listen_address.empty() ? "*" : params_.listen_address.c_str(), port_,
                  ibv_get_device_name(ctx_->device),
-                 info.method == proto::PersistMethod::kApm ? "APM" : "GPSPM");
+                 info.method == proto::PersistMethod::kApm ? "APM" : "GPSPM",
+                 staging_ ? "a staging buffer" : "the pool");
 }
 
 VerbsTarget::~VerbsTarget() {
   stop();
   if (wake_fd_ >= 0) ::close(wake_fd_);
   pool_mr_.reset();
+  if (staging_) ::munmap(staging_, pool_.size());
   pd_.reset();
   listen_id_.reset();
   channel_.reset();
@@ -307,18 +324,24 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
         fatal(who + ": drain " + why);
         return false;
       }
-      auto ec = pool_.persist(off, len, false);
+      auto ec = persist_written(off, len, false);
       if (ec && !status) status = ec;
     }
-  } else {
-    if (const char *why = pool_.refusal(h->offset, h->length, h->flags & kMsgInline)) {
+  } else if (h->flags & kMsgInline) {
+    if (const char *why = pool_.refusal(h->offset, h->length, true)) {
       fatal(who + ": " + why);
       return false;
     }
-    if (h->flags & kMsgInline) {
-      copy_words(pool_.base() + h->offset, msg + kMsgHeaderSize, h->length);
-    }
+    const uint8_t *data = msg + kMsgHeaderSize;
+    copy_words(pool_.base() + h->offset, data, h->length);
+    if (staging_) std::memcpy(staging_ + h->offset, data, h->length);  // for RDMA READs
     status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
+  } else {
+    if (const char *why = pool_.refusal(h->offset, h->length, false)) {
+      fatal(who + ": " + why);
+      return false;
+    }
+    status = persist_written(h->offset, h->length, h->op == MsgOp::kDeepPersist);
   }
   // The next request may come as soon as the reply is out: receive first.
   if (auto ec = post_recv(lane.id->qp, kWrRecv, lane.buf.get(), kRecvSize, lane.mr->lkey)) {
@@ -339,6 +362,18 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
   }
   lane.reply_busy = true;
   return true;
+}
+
+std::error_code VerbsTarget::persist_written(uint64_t offset, uint64_t length, bool deep) noexcept {
+  // Whole-word stores: a flags-0 flush keeps its 8-byte atomicity. Bytes of
+  // the pool header never get here: refusal() keeps writes out of it, and
+  // a range that only names it has nothing to copy.
+  if (staging_ && length > 0) {
+    const uint64_t from = std::max<uint64_t>(offset, pool_.writable_from());
+    if (from < offset + length)
+      copy_words(pool_.base() + from, staging_ + from, offset + length - from);
+  }
+  return pool_.persist(offset, length, deep);
 }
 
 }  // namespace rpmem::transport::verbs

@@ -1,10 +1,19 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Verbs provider, target side: an rdma_cm listener on the address from
-// SSH_CONNECTION, the mapped pool registered for remote write and read
+// SSH_CONNECTION, a memory region registered for remote write and read
 // (address, rkey and persist method go back in provider_data), and one
 // thread per lane that sleeps on its completion channel. Connect requests
 // must carry the session secret (checked in constant time) and a free lane
 // index, or they are rejected before any queue pair exists.
+//
+// Where RDMA WRITEs land depends on the pool:
+//  - persistent memory (TargetPool::is_pmem): the pool mapping itself;
+//  - a file in the page cache: a staging buffer of the pool's size. A NIC
+//    writes around the page tables, so pages it wrote into a file mapping
+//    are never marked dirty and msync would not write them back. The
+//    staging buffer starts as a copy of the pool; when a range is persisted
+//    or drained, this CPU copies it into the pool (whole-word stores) and
+//    then makes it durable, so the kernel sees every byte as a write.
 // GPSPM requests (SENDs) are served here: inline data copied with aligned
 // 8-byte stores, then TargetPool::persist; APM reads never reach this CPU.
 #ifndef RPMEM_COMMON_TRANSPORT_VERBS_VERBS_TARGET_H
@@ -44,6 +53,8 @@ class VerbsTarget final : public Target {
   void lane_loop(Lane &lane);
   // Serves one received message; false ends the lane.
   bool serve(Lane &lane, uint32_t byte_len);
+  // Makes [offset, +length), written by RDMA, durable in the pool.
+  std::error_code persist_written(uint64_t offset, uint64_t length, bool deep) noexcept;
   void fatal(const std::string &why);
 
   TargetPool &pool_;
@@ -51,7 +62,8 @@ class VerbsTarget final : public Target {
   EventChannelPtr channel_;
   CmIdPtr listen_id_;
   PdPtr pd_;
-  MrPtr pool_mr_;
+  uint8_t *staging_ = nullptr;  // page-cache pools: where RDMA WRITEs land
+  MrPtr pool_mr_;               // the pool mapping, or staging_
   ibv_context *ctx_ = nullptr;
   uint16_t port_ = 0;
   proto::Bytes provider_data_;
