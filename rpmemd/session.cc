@@ -119,6 +119,9 @@ class Session::PoolView final : public rpmem::transport::TargetPool {
     return pool_.persist(offset, length, deep);
   }
   bool is_pmem() const noexcept override { return pool_.is_pmem(); }
+  bool persist_waits_for_device() const noexcept override {
+    return !pool_.is_pmem() && !pool_.in_ram();
+  }
 
  private:
   MappedPool &pool_;
@@ -198,6 +201,10 @@ void Session::log_policy(proto::TransportKind kind) const {
     RPMEM_LOG_NOTICE("\tpersist method: %s", kGpspmName);
     RPMEM_LOG_NOTICE("\tpersist flush: %s", pool_->is_pmem() ? "pmem_persist" : "pmem_msync");
   }
+  RPMEM_LOG_NOTICE("\tmedium: %s", pool_->is_pmem()  ? "persistent memory"
+                                   : pool_->in_ram() ? "a file in RAM (tmpfs): durable as RAM is"
+                                                     : "a file in the page cache, written back "
+                                                       "to its disk on persist");
   // The medium decides where a NIC may write (verbs_target.h).
   if (kind == proto::TransportKind::kVerbs)
     RPMEM_LOG_NOTICE("\tRDMA writes: %s", pool_->is_pmem() ? "into the pool (persistent memory)"

@@ -72,6 +72,9 @@ class TargetPool {
   // and a CPU flush makes that durable. False for a file in the page cache,
   // where only writes the kernel sees (through the CPU) are written back.
   virtual bool is_pmem() const noexcept { return false; }
+  // True when persist() waits for a device (a file system on a disk): the
+  // threads serving lanes then wait more than they compute.
+  virtual bool persist_waits_for_device() const noexcept { return false; }
 
   // Why a client's request for [offset, offset + length) is refused, or
   // nullptr: "range outside the pool", or for a write (`writes`) of at

@@ -167,6 +167,7 @@ TEST_F(Words, CreateOpenCloseSessionLogsAsPmdk) {
       "persistency policy:",
       "    persist method: General Purpose Server Persistency Method",
       "    persist flush: pmem_msync",
+      "    medium: {}",
   };
   auto response = [&](const char *what) {
     return std::vector<std::string>{

@@ -34,6 +34,8 @@ namespace {
 // Connections of one session in their hello at once; more are closed.
 constexpr size_t kMaxPendingHellos = 64;
 constexpr int kMaxEvents = 64;
+// Lane threads of a pool whose persists wait for a disk (at most one per lane).
+constexpr unsigned kDiskThreads = 16;
 
 // The address of a peer as text, an IPv4-mapped IPv6 address as IPv4.
 std::string numeric_address(const sockaddr_storage &ss) {
@@ -315,7 +317,12 @@ void TcpTarget::hand_over(int fd, unsigned lane) {
   auto stream = std::make_unique<SocketStream>(fd);  // owns fd from here
   if (nservers_ == 0) {
     const unsigned nlanes = admission_.session_nlanes();
-    const unsigned cap = params_.nthreads ? params_.nthreads : usable_cpus();
+    // A thread per CPU computes; on a disk, persists mostly wait for the
+    // device, so more threads keep more writes in flight (as many writers
+    // would), while SpinSlots keeps the spinning to one per CPU.
+    const unsigned cap = params_.nthreads                   ? params_.nthreads
+                         : pool_.persist_waits_for_device() ? std::max(usable_cpus(), kDiskThreads)
+                                                            : usable_cpus();
     nservers_ = std::clamp(std::min(nlanes, cap), 1u, params_.max_lanes);
     servers_.resize(nservers_);
     RPMEM_LOG_INFO("%u lanes served by %u worker thread%s", nlanes, nservers_,
