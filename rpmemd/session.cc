@@ -397,6 +397,7 @@ std::error_code Session::handle_set_attr(const proto::Bytes &payload) {
     } else {
       RPMEM_LOG_NOTICE("new pool attributes:");
       log_pool_attr(attr);
+      if (target_ && pool_->has_headers()) target_->pool_changed(0, rpmem::kPoolHdrSize);
     }
     status = proto::errno_to_status(ec.value());
   } else {

@@ -116,6 +116,9 @@ class Target {
   virtual void start() = 0;
   // Closes every connection and joins every thread. Idempotent.
   virtual void stop() noexcept = 0;
+  // The daemon itself rewrote [offset, +length) of the pool (its header):
+  // what clients read from now on must be the new bytes.
+  virtual void pool_changed(size_t /*offset*/, size_t /*length*/) noexcept {}
 };
 
 // Throws SetupError when it cannot listen.

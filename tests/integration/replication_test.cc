@@ -135,6 +135,14 @@ TEST_F(Replication, ReadReturnsTheRemoteBytesIncludingTheHeader) {
   ASSERT_EQ(rpmem_read(rpp, hdr, 0, sizeof(hdr), 2), 0) << "reading the header is allowed";
   EXPECT_EQ(std::memcmp(hdr, "PMEMOBJ", 8), 0);
   EXPECT_EQ(rpmem_read(rpp, hdr, 0, 0, 2), 0);
+  // The daemon rewrites the header on set_attr: a read returns the new one
+  // (over verbs, RDMA READs of a page-cache pool come from its staging buffer).
+  rpmem_pool_attr changed = sample_attr(6);
+  ASSERT_EQ(rpmem_set_attr(rpp, &changed), 0) << rpmem_errormsg();
+  ASSERT_EQ(rpmem_read(rpp, hdr, 0, sizeof(hdr), 2), 0) << rpmem_errormsg();
+  auto part = read_file(target_.dir() + "/p.part0");
+  ASSERT_GE(part.size(), sizeof(hdr));
+  EXPECT_EQ(std::memcmp(hdr, part.data(), sizeof(hdr)), 0) << "a stale header was read";
   EXPECT_EQ(rpmem_close(rpp), 0);
 }
 

@@ -152,6 +152,12 @@ void VerbsTarget::stop() noexcept {
   for (auto &t : threads) t.join();
 }
 
+void VerbsTarget::pool_changed(size_t offset, size_t length) noexcept {
+  // RDMA READs come from the staging buffer: it takes the new bytes too.
+  if (staging_ && offset <= pool_.size() && length <= pool_.size() - offset)
+    std::memcpy(staging_ + offset, pool_.base() + offset, length);
+}
+
 void VerbsTarget::fatal(const std::string &why) {
   RPMEM_LOG_ERR("%s", why.c_str());
   if (!fatal_sent_.exchange(true) && params_.on_fatal) params_.on_fatal(why);

@@ -44,6 +44,7 @@ class VerbsTarget final : public Target {
   proto::Bytes provider_data() const override { return provider_data_; }
   void start() override;
   void stop() noexcept override;
+  void pool_changed(size_t offset, size_t length) noexcept override;
 
   struct Lane;
 
