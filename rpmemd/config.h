@@ -52,6 +52,7 @@ struct Config {
   unsigned max_per_address = 16;          // unauthenticated connections from one address
   unsigned max_sessions = 512;            // sessions (threads) in all
   unsigned max_sessions_per_client = 64;  // sessions of one client certificate
+  unsigned max_lanes_per_client = 1024;   // lanes of all sessions of one certificate
 
   // What to do instead of serving a session.
   std::optional<std::string> remove;  // -r POOLSET

@@ -173,6 +173,8 @@ void Session::release(bool remove) noexcept {
   target_.reset();
   g_lane_fds.fetch_sub(lane_fds_);
   lane_fds_ = 0;
+  if (params_.client_lanes) params_.client_lanes->fetch_sub(client_lanes_);
+  client_lanes_ = 0;
   view_.reset();
   if (!pool_) return;
   // Logged in PMDK's order: closing, closed, removing, removed (the parts
@@ -277,6 +279,22 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   if (nlanes == 0) {
     RPMEM_LOG_ERR("no file descriptors left for lanes (RLIMIT_NOFILE, shared by all sessions)");
     return undo(Status::kBadNlanes);
+  }
+  if (params_.client_lanes) {  // what this client's other sessions left, taken at once
+    long used = params_.client_lanes->load();
+    long take = 0;
+    do {
+      take = std::clamp<long>(static_cast<long>(params_.max_client_lanes) - used, 0, nlanes);
+    } while (take > 0 && !params_.client_lanes->compare_exchange_weak(used, used + take));
+    nlanes = static_cast<unsigned>(take);
+    if (nlanes == 0) {
+      RPMEM_LOG_ERR(
+          "no lanes left for this client (max-lanes-per-client %u, in use by its "
+          "other sessions)",
+          params_.max_client_lanes);
+      return undo(Status::kBadNlanes);
+    }
+    client_lanes_ = nlanes;
   }
   lane_fds_ = static_cast<long>(nlanes) * ((offered & verbs) ? 2 : 1);
   g_lane_fds.fetch_add(lane_fds_);

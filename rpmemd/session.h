@@ -11,6 +11,7 @@
 #include "rpmemd/control_io.h"
 #include "rpmemd/pool_store.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -34,6 +35,10 @@ struct SessionParams {
   unsigned max_lanes = 64;   // granted at most (Config::max_lanes)
   std::string peer_address;  // the client's address: data connections come from it
   std::chrono::milliseconds peer_timeout{0};  // Config::peer_timeout
+  // Service mode: the lanes granted to all sessions of this session's client
+  // certificate (shared with them), and their cap. Null: no such cap.
+  std::shared_ptr<std::atomic<long>> client_lanes;
+  unsigned max_client_lanes = 0;
 };
 
 // What both ways in (ssh, the service) take from the configuration; the
@@ -74,6 +79,7 @@ class Session {
   std::unique_ptr<PoolView> view_;
   std::unique_ptr<rpmem::transport::Target> target_;
   long lane_fds_ = 0;
+  long client_lanes_ = 0;    // this session's share of params_.client_lanes
   int idle_fd_ = -1;         // timerfd: the control channel's silence bound
   bool keepalives_ = false;  // the client sends them: silence ends the session  // this session's
                              // share of the process's descriptor budget
