@@ -244,6 +244,19 @@ int main(int argc, char **argv) {
         return current.size();
       }(),
       in_flight, furthest, lost_bytes, lost_writes.size(), ranges.size());
+  if (lost_bytes != 0) {
+    uint64_t by_kind[4] = {}, blocks_by_kind[4] = {};
+    for (size_t x = 0; x < pool.size(); ++x)
+      if (lost[x])
+        ++by_kind[static_cast<int>(lanes[owner_lane[x]].writes[owner_write[x] - 1].kind)];
+    for (const auto &[l, w] : lost_writes)
+      ++blocks_by_kind[static_cast<int>(lanes[l].writes[w - 1].kind)];
+    std::printf("  lost by call:");
+    for (Kind k : {Kind::kPersist, Kind::kPersistRelaxed, Kind::kDeepPersist, Kind::kFlushBatch})
+      std::printf(" %s %" PRIu64 " bytes/%" PRIu64 " blocks;", powercut::kind_name(k),
+                  by_kind[static_cast<int>(k)], blocks_by_kind[static_cast<int>(k)]);
+    std::printf("\n");
+  }
   size_t shown = 0;
   for (const Range &r : ranges) {
     if (shown++ == 10) {
