@@ -30,10 +30,12 @@ using powercut::Block;
 using powercut::Content;
 using powercut::Kind;
 
-// How far past its last acknowledgement on the host a lane may have got:
-// lines still in the guest's console buffers, and the time the watcher took
-// to cut the power.
-constexpr uint64_t kInFlightWindow = 2000;
+// How many writes past the last issue or ack line the host saw a lane may
+// have got: its lines still in the guest's console buffers (a few KiB, some
+// tens of lines) and what it did while the watcher was cutting the power.
+// Cuts have shown tens; a wider window only lets more lost bytes pass as a
+// later write's value by chance (1 in 256 for each later write covering one).
+constexpr uint64_t kInFlightWindow = 500;
 
 struct Write {
   Block block;
