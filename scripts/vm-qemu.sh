@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
+# shellcheck shell=bash
 # Sourced by the scripts that boot ../shared/tools/rdma-vm (test-rdma.sh,
 # test-powercut.sh). use_tcg_if_kvm_fails VM TMP NAME: where /dev/kvm exists
 # but cannot run the guest (nested virtualisation refusing an MSR), boot with
