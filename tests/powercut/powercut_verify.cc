@@ -84,6 +84,7 @@ int main(int argc, char **argv) {
     unsigned flags;
   };
   std::vector<Issued> issues;
+  std::vector<std::pair<unsigned, uint64_t>> acks;
   std::string line;
   while (std::getline(log, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -113,6 +114,10 @@ int main(int argc, char **argv) {
       uint64_t index = 0;
       std::string rest;
       if (!(ls >> lane >> index) || (ls >> rest) || lane >= nlanes) continue;
+      // Its issue line came first on the same console.
+      if (static_cast<int64_t>(index) > lanes[lane].issued)
+        bad_input("ack line before its issue line: " + line);
+      acks.emplace_back(lane, index);
       lanes[lane].acked = std::max(lanes[lane].acked, static_cast<int64_t>(index));
     } else if (word == "error") {
       bad_input("the client failed: " + line);
@@ -140,6 +145,13 @@ int main(int argc, char **argv) {
         is.off != w.block.off || is.len != w.block.len || is.flags != w.block.flush_flags)
       bad_input("issue line of lane " + std::to_string(is.lane) + " index " +
                 std::to_string(is.index) + " does not match the schedule (another build?)");
+  }
+
+  for (const auto &[l, index] : acks) {
+    const std::vector<uint64_t> &ends = lanes[l].step_last;
+    if (!std::binary_search(ends.begin(), ends.end(), index))
+      bad_input("ack of lane " + std::to_string(l) + " index " + std::to_string(index) +
+                " is not the end of a step of the schedule");
   }
 
   // The pool as the client addresses it.
