@@ -25,6 +25,7 @@ run_suite() {  # name, cmake options...
 run_suite dev -DCMAKE_BUILD_TYPE=RelWithDebInfo
 if [ $quick -eq 0 ]; then
   "$top/scripts/test-rdma.sh" "$top/build-dev"  # verbs on soft-RoCE in a VM
+  "$top/scripts/test-powercut.sh" "$top/build-dev"  # power cuts of a VM target, tcp and verbs
   "$top/tests/packaging/test-packages.sh" "$top/build-pkg"
   ASAN_OPTIONS=detect_leaks=1 run_suite asan -DCMAKE_BUILD_TYPE=Debug \
     "-DRPMEM_SANITIZE=address,undefined"
