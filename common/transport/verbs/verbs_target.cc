@@ -9,7 +9,6 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -44,7 +43,10 @@ struct VerbsTarget::Lane {
 };
 
 VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
-    : pool_(pool), params_(std::move(params)), admission_(params_.secret, params_.max_lanes) {
+    : pool_(pool),
+      params_(std::move(params)),
+      state_(params_.on_fatal),
+      admission_(params_.secret, params_.max_lanes) {
   sockaddr_storage ss{};
   ProviderInfo info;
   info.method = params_.persist_method;
@@ -99,9 +101,9 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
     if (p == MAP_FAILED)
       throw SetupError(errno, "verbs: cannot allocate a staging buffer of " +
                                   std::to_string(pool_.size()) + " bytes");
-    staging_ = static_cast<uint8_t *>(p);
-    std::memcpy(staging_, pool_.base(), pool_.size());  // RDMA READs see the pool
-    landing = staging_;
+    staging_ = Staging(static_cast<uint8_t *>(p), Unmap{pool_.size()});
+    std::memcpy(staging_.get(), pool_.base(), pool_.size());  // RDMA READs see the pool
+    landing = staging_.get();
     info.method = proto::PersistMethod::kGpspm;  // APM would bypass the copy
     if (params_.client_minor >= proto::kMinorStaged) info.flags = kInfoStaged;
   }
@@ -116,8 +118,6 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
   info.max_inline = kMaxInline;
   provider_data_ = encode(info);
 
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
-  if (wake_fd_ < 0) throw SetupError(errno, "eventfd failed");
   RPMEM_LOG_INFO("verbs: listening on %s port %u, device %s, %s, RDMA writes into %s",
                  params_.listen_address.empty() ? "*" : params_.listen_address.c_str(), port_,
                  ibv_get_device_name(ctx_->device),
@@ -127,9 +127,8 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
 
 VerbsTarget::~VerbsTarget() {
   stop();
-  if (wake_fd_ >= 0) ::close(wake_fd_);
   pool_mr_.reset();
-  if (staging_) ::munmap(staging_, pool_.size());
+  staging_.reset();  // after the region that registered it
   pd_.reset();
   listen_id_.reset();
   channel_.reset();
@@ -140,9 +139,7 @@ void VerbsTarget::start() {
 }
 
 void VerbsTarget::stop() noexcept {
-  if (stopping_.exchange(true)) return;
-  uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));  // stays readable: wakes all
+  if (!state_.request_stop()) return;
   if (acceptor_.joinable()) acceptor_.join();
   std::vector<std::thread> threads;
   {
@@ -155,23 +152,20 @@ void VerbsTarget::stop() noexcept {
 void VerbsTarget::pool_changed(size_t offset, size_t length) noexcept {
   // RDMA READs come from the staging buffer: it takes the new bytes too.
   if (staging_ && offset <= pool_.size() && length <= pool_.size() - offset)
-    std::memcpy(staging_ + offset, pool_.base() + offset, length);
+    std::memcpy(staging_.get() + offset, pool_.base() + offset, length);
 }
 
-void VerbsTarget::fatal(const std::string &why) {
-  RPMEM_LOG_ERR("%s", why.c_str());
-  if (!fatal_sent_.exchange(true) && params_.on_fatal) params_.on_fatal(why);
-}
+void VerbsTarget::fatal(const std::string &why) { state_.fatal(why); }
 
 void VerbsTarget::accept_loop() {
   for (;;) {
-    pollfd p[2] = {{fd_of(channel_.get()), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    pollfd p[2] = {{fd_of(channel_.get()), POLLIN, 0}, {state_.wake_fd(), POLLIN, 0}};
     if (::poll(p, 2, -1) < 0) {
       if (errno == EINTR) continue;
       fatal(std::string("verbs listener: poll failed: ") + strerror(errno));
       return;
     }
-    if (p[1].revents || stopping_.load()) return;
+    if (p[1].revents || state_.stopping()) return;
     CmEvent ev;
     while (!next_event(channel_.get(), 0, ev)) {
       if (ev.type == RDMA_CM_EVENT_CONNECT_REQUEST)
@@ -237,8 +231,7 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
       err = "ibv_post_recv: " + ec.message();
   if (err.empty())
     if (auto ec = arm(lane->cq.get())) err = "ibv_req_notify_cq: " + ec.message();
-  if (err.empty() && admitted_.fetch_add(1) + 1 == cd->nlanes)
-    RPMEM_LOG_INFO("in-band connection established");  // PMDK's line, once all lanes are in
+  if (err.empty()) state_.lane_in(cd->nlanes);
   if (err.empty())
     if (auto ec = accept(id.get())) err = "rdma_accept: " + ec.message();
   if (!err.empty()) {
@@ -268,7 +261,8 @@ void VerbsTarget::lane_loop(Lane &lane) {
     // behind the next request in this batch, and serve() waits for it.
     for (int i = 0; i < n; ++i) {
       if (!wc[i].ok) {
-        if (!stopping_.load()) RPMEM_LOG_INFO("verbs lane %u closed: %s", lane.index, wc[i].status);
+        if (!state_.stopping())
+          RPMEM_LOG_INFO("verbs lane %u closed: %s", lane.index, wc[i].status);
         disconnect(lane.id.get());
         return;
       }
@@ -288,9 +282,9 @@ void VerbsTarget::lane_loop(Lane &lane) {
     }
     pollfd p[3] = {{fd_of(lane.comp.get()), POLLIN, 0},
                    {fd_of(lane.channel.get()), POLLIN, 0},
-                   {wake_fd_, POLLIN, 0}};
+                   {state_.wake_fd(), POLLIN, 0}};
     if (::poll(p, 3, -1) < 0 && errno != EINTR) return fatal("verbs lane: poll failed");
-    if (p[2].revents || stopping_.load()) {
+    if (p[2].revents || state_.stopping()) {
       disconnect(lane.id.get());
       return;
     }
@@ -340,7 +334,7 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
     }
     const uint8_t *data = msg + kMsgHeaderSize;
     copy_words(pool_.base() + h->offset, data, h->length);
-    if (staging_) std::memcpy(staging_ + h->offset, data, h->length);  // for RDMA READs
+    if (staging_) std::memcpy(staging_.get() + h->offset, data, h->length);  // for RDMA READs
     status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
   } else {
     if (const char *why = pool_.refusal(h->offset, h->length, false)) {
@@ -359,7 +353,7 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
     const int n = poll(lane.cq.get(), wc, 1);
     if (n < 0 || (n == 1 && !wc[0].ok)) return false;
     if (n == 1 && wc[0].wr_id == kWrReply) lane.reply_busy = false;
-    if (stopping_.load()) return false;
+    if (state_.stopping()) return false;
   }
   encode_reply(static_cast<uint32_t>(status.value()), lane.reply_buf());
   if (auto ec = post_send(lane.id->qp, kWrReply, lane.reply_buf(), kReplySize, lane.mr->lkey)) {
@@ -377,7 +371,7 @@ std::error_code VerbsTarget::persist_written(uint64_t offset, uint64_t length, b
   if (staging_ && length > 0) {
     const uint64_t from = std::max<uint64_t>(offset, pool_.writable_from());
     if (from < offset + length)
-      copy_words(pool_.base() + from, staging_ + from, offset + length - from);
+      copy_words(pool_.base() + from, staging_.get() + from, offset + length - from);
   }
   return pool_.persist(offset, length, deep);
 }

@@ -20,8 +20,11 @@
 #define RPMEM_COMMON_TRANSPORT_VERBS_VERBS_TARGET_H
 
 #include "common/transport/lane_admission.h"
+#include "common/transport/target_state.h"
 #include "common/transport/transport.h"
 #include "common/transport/verbs/verbs_rdma.h"
+
+#include <sys/mman.h>
 
 #include <atomic>
 #include <memory>
@@ -60,20 +63,22 @@ class VerbsTarget final : public Target {
 
   TargetPool &pool_;
   TargetParams params_;
+  TargetState state_;  // stop, fatal, all lanes in
   EventChannelPtr channel_;
   CmIdPtr listen_id_;
   PdPtr pd_;
-  uint8_t *staging_ = nullptr;  // page-cache pools: where RDMA WRITEs land
-  MrPtr pool_mr_;               // the pool mapping, or staging_
+  struct Unmap {
+    size_t size;
+    void operator()(uint8_t *p) const noexcept { ::munmap(p, size); }
+  };
+  using Staging = std::unique_ptr<uint8_t, Unmap>;
+  Staging staging_{nullptr, Unmap{0}};  // page-cache pools: where RDMA WRITEs land
+  MrPtr pool_mr_;                       // the pool mapping, or staging_
   ibv_context *ctx_ = nullptr;
   uint16_t port_ = 0;
   proto::Bytes provider_data_;
-  int wake_fd_ = -1;
 
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> fatal_sent_{false};
   LaneAdmission admission_;
-  std::atomic<unsigned> admitted_{0};  // lanes set up
 
   std::mutex mu_;  // guards threads_ (never touched on the data path)
   std::vector<std::thread> threads_;
