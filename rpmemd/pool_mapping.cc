@@ -393,10 +393,24 @@ std::error_code PoolMapping::write_durable(size_t offset, const uint8_t *src, si
     rpmem::transport::copy_words(base_ + offset, src, len);
     return persist(offset, len, false);
   }
-  // Through the file, not the mapping: a page written through the mapping
-  // must be write-protected again by its writeback and fault on the next
-  // store, which costs several durable writes. The mapping sees the bytes
-  // (one page cache).
+  return write_parts(offset, src, len, RWF_DSYNC);
+}
+
+std::error_code PoolMapping::write_posted(size_t offset, const uint8_t *src, size_t len) noexcept {
+  if (offset > size_ || len > size_ - offset) return errc(EINVAL);
+  if (is_pmem_) {
+    rpmem::transport::copy_words(base_ + offset, src, len);
+    return {};
+  }
+  return write_parts(offset, src, len, 0);
+}
+
+// Through the file, not the mapping: a page written through the mapping
+// must be write-protected again by its writeback and fault on the next
+// store, which costs several durable writes. The mapping sees the bytes
+// (one page cache).
+std::error_code PoolMapping::write_parts(size_t offset, const uint8_t *src, size_t len,
+                                         int flags) noexcept {
   for (const Part &part : parts_) {
     if (len == 0) break;
     if (offset >= part.map_start + part.map_len) continue;
@@ -405,10 +419,10 @@ std::error_code PoolMapping::write_durable(size_t offset, const uint8_t *src, si
     const off_t at = part.file_off + static_cast<off_t>(in);
     for (size_t done = 0; done < n;) {
       iovec v{const_cast<uint8_t *>(src + done), n - done};
-      const ssize_t w = ::pwritev2(part.fd, &v, 1, at + static_cast<off_t>(done), RWF_DSYNC);
+      const ssize_t w = ::pwritev2(part.fd, &v, 1, at + static_cast<off_t>(done), flags);
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) {
-        RPMEM_LOG_ERR("durable write of [%zu, +%zu) into '%s' failed: %s", offset + done, n - done,
+        RPMEM_LOG_ERR("write of [%zu, +%zu) into '%s' failed: %s", offset + done, n - done,
                       part.path.c_str(), w < 0 ? strerror(errno) : "wrote nothing");
         return errc(EIO);
       }

@@ -63,6 +63,7 @@ class PoolMapping final : public MappedPool {
   std::error_code set_attr(const rpmem::PoolAttr *attr) noexcept override;
   std::error_code persist(size_t offset, size_t len, bool deep) noexcept override;
   std::error_code write_durable(size_t offset, const uint8_t *src, size_t len) noexcept override;
+  std::error_code write_posted(size_t offset, const uint8_t *src, size_t len) noexcept override;
   std::error_code remove_parts() noexcept override;
 
  private:
@@ -80,6 +81,7 @@ class PoolMapping final : public MappedPool {
 
   std::error_code open_part(Part &part, bool create, bool check_hdr_zero) noexcept;
   std::error_code persist_header(void *hdr) noexcept;
+  std::error_code write_parts(size_t offset, const uint8_t *src, size_t len, int flags) noexcept;
   void unmap() noexcept;
   void close_fds() noexcept;
 

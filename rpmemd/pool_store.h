@@ -68,6 +68,9 @@ class MappedPool {
   // costs what a durable write of the file system costs; on pmem, whole-word
   // stores and pmem_persist. EIO/EINVAL as persist(). Thread-safe.
   virtual std::error_code write_durable(size_t offset, const uint8_t *src, size_t len) noexcept = 0;
+  // The same write, not durable yet (a posted flush): a later persist() of
+  // the range makes it so.
+  virtual std::error_code write_posted(size_t offset, const uint8_t *src, size_t len) noexcept = 0;
   // Unmaps, unlocks and unlinks the part files (not the pool set file).
   // Used for a failed create and for close with the remove flag.
   virtual std::error_code remove_parts() noexcept = 0;

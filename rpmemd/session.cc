@@ -126,6 +126,9 @@ class Session::PoolView final : public rpmem::transport::TargetPool {
                                 size_t length) noexcept override {
     return pool_.write_durable(offset, src, length);
   }
+  std::error_code write_posted(size_t offset, const uint8_t *src, size_t length) noexcept override {
+    return pool_.write_posted(offset, src, length);
+  }
 
  private:
   MappedPool &pool_;

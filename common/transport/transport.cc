@@ -19,6 +19,12 @@ std::error_code TargetPool::write_durable(size_t offset, const uint8_t *src,
   return persist(offset, length, false);
 }
 
+std::error_code TargetPool::write_posted(size_t offset, const uint8_t *src,
+                                         size_t length) noexcept {
+  copy_words(base() + offset, src, length);
+  return {};
+}
+
 const char *TargetPool::refusal(uint64_t offset, uint64_t length, bool writes) const noexcept {
   if (length > size() || offset > size() - length) return "range outside the pool";
   if (writes && length > 0 && offset < writable_from()) return "write into the pool header";

@@ -80,6 +80,9 @@ class TargetPool {
   // than stores into the mapping and persist()). Whole-word stores and
   // persist() here.
   virtual std::error_code write_durable(size_t offset, const uint8_t *src, size_t length) noexcept;
+  // The same write without making it durable (a posted flush; persist()
+  // does it later). Whole-word stores here.
+  virtual std::error_code write_posted(size_t offset, const uint8_t *src, size_t length) noexcept;
 
   // Why a client's request for [offset, offset + length) is refused, or
   // nullptr: "range outside the pool", or for a write (`writes`) of at

@@ -433,8 +433,7 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
         lane.req = *req;
         lane.dst = pool_.base() + req->offset;
         lane.left = writes ? req->length : 0;
-        lane.whole = disk_ && (req->op == DataOp::kPersist || req->op == DataOp::kDeepPersist) &&
-                     req->length <= kLaneBuffer;
+        lane.whole = disk_ && writes && req->length <= kLaneBuffer;
         lane.state = Lane::State::kPayload;
         [[fallthrough]];
       }
@@ -447,7 +446,9 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
             if (lane.in.buffered() < lane.left)
               return ec ? ended("payload lost", ec) : Step::kWaiting;
           }
-          lane.written = pool_.write_durable(lane.req.offset, lane.in.data(), lane.left);
+          lane.written = lane.req.op == DataOp::kFlush
+                             ? pool_.write_posted(lane.req.offset, lane.in.data(), lane.left)
+                             : pool_.write_durable(lane.req.offset, lane.in.data(), lane.left);
           lane.in.consume(lane.left);
           lane.left = 0;
           progress = true;
@@ -476,6 +477,8 @@ void LaneServer::complete(Lane &lane) {
   lane.state = Lane::State::kHeader;
   if (proto::carries_payload(req.op)) {
     if (req.op == DataOp::kFlush) {  // no reply: made durable later
+      if (lane.whole && lane.written && !lane.flush_error) lane.flush_error = lane.written;
+      lane.whole = false;
       if (req.length == 0) return;
       if (lane.flushes.full()) lane.flush_pending();
       lane.flushes.add(req.offset, req.length);
