@@ -45,6 +45,12 @@ What to measure:
                           lanes, and measure persist on its lane 0 only
                           (persist-wide, compared with 1-lane persist)
       --wide-pool-set NAME  its pool set (default bench-wide.set, 8M used)
+      --data-tls          also open a third pool (--tls-pool-set, as large as
+                          --pool-size) with RPMEM_DATA_TLS=1, and measure
+                          persist and read on it (persist-tls, read-tls,
+                          compared with cleartext persist and read); says
+                          which TLS record layer ran (kernel or user space)
+      --tls-pool-set NAME its pool set (default bench-tls.set)
       --raw-only          only the raw TCP cases
       --no-raw            no raw TCP cases
 
@@ -146,7 +152,17 @@ uint64_t parse_count(const char *arg, uint64_t max) {
 }  // namespace
 
 Options parse_options(int argc, char **argv) {
-  enum { kRemove = 256, kRawOnly, kNoRaw, kProgress, kNoProgress, kWideLanes, kWidePoolSet };
+  enum {
+    kRemove = 256,
+    kRawOnly,
+    kNoRaw,
+    kProgress,
+    kNoProgress,
+    kWideLanes,
+    kWidePoolSet,
+    kDataTls,
+    kTlsPoolSet
+  };
   static const option longopts[] = {
       {"target", required_argument, nullptr, 't'},
       {"pool-set", required_argument, nullptr, 'P'},
@@ -162,6 +178,8 @@ Options parse_options(int argc, char **argv) {
       {"repeat", required_argument, nullptr, 'r'},
       {"wide-lanes", required_argument, nullptr, kWideLanes},
       {"wide-pool-set", required_argument, nullptr, kWidePoolSet},
+      {"data-tls", no_argument, nullptr, kDataTls},
+      {"tls-pool-set", required_argument, nullptr, kTlsPoolSet},
       {"raw-only", no_argument, nullptr, kRawOnly},
       {"no-raw", no_argument, nullptr, kNoRaw},
       {"format", required_argument, nullptr, 'f'},
@@ -218,6 +236,12 @@ Options parse_options(int argc, char **argv) {
         break;
       case kWidePoolSet:
         o.wide_pool_set = optarg;
+        break;
+      case kDataTls:
+        o.data_tls = true;
+        break;
+      case kTlsPoolSet:
+        o.tls_pool_set = optarg;
         break;
       case kRawOnly:
         o.rpmem = false, o.raw = true;
