@@ -321,6 +321,7 @@ std::shared_ptr<SSL_CTX> make_psk_context(bool server, std::span<const uint8_t> 
 }
 
 bool attach_socket(SSL *ssl, int fd) noexcept {
+  SSL_set_read_ahead(ssl, 1);
   if (kernel_tls().available) {
     if (SSL_set_fd(ssl, fd) != 1) return false;
     SSL_set_options(ssl, SSL_OP_ENABLE_KTLS);
@@ -377,9 +378,11 @@ std::error_code TlsStream::recv_nowait(void *buf, size_t len, size_t &got) noexc
     // A read that wants to write (a key update) is tried again with the
     // next readiness; the lanes send no key updates of their own.
     std::error_code ec = map_ssl(ssl_, rc, want);
+    stopped_full_ = false;
     if (ec && got > 0) return {};  // the bytes first; the error comes again
     return ec;
   }
+  stopped_full_ = true;
   return {};
 }
 

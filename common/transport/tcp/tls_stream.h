@@ -56,7 +56,8 @@ std::shared_ptr<SSL_CTX> make_psk_context(bool server, std::span<const uint8_t> 
 // EPIPE, never SIGPIPE, which a library must not raise in its
 // application); with it, on OpenSSL's socket BIO (which kernel TLS needs)
 // with SSL_OP_ENABLE_KTLS, every call then made with SIGPIPE blocked and
-// a SIGPIPE it raised taken back. False when OpenSSL fails.
+// a SIGPIPE it raised taken back. Reads ahead: one receive takes as many
+// records as have come and fit OpenSSL's buffer. False when OpenSSL fails.
 bool attach_socket(SSL *ssl, int fd) noexcept;
 
 // One step of a non-blocking handshake: {} when it is complete, EAGAIN
@@ -83,7 +84,13 @@ class TlsStream final : public ByteStream {
   // could not take whole is retried with the same bytes (the iovecs only
   // advance past what OpenSSL reported written).
   std::error_code send_nowait(iovec *&iov, int &n) noexcept override;
-  bool has_buffered_input() const noexcept override { return SSL_pending(ssl_) > 0; }
+  // Decrypted bytes, or records OpenSSL has read ahead from the socket that
+  // a receive which stopped at a full buffer left behind. (One that
+  // stopped for want of input leaves at most a partial record: that waits
+  // for the socket.)
+  bool has_buffered_input() const noexcept override {
+    return SSL_pending(ssl_) > 0 || (stopped_full_ && SSL_has_pending(ssl_) == 1);
+  }
 
   SSL *ssl() const noexcept { return ssl_; }
 
@@ -91,6 +98,7 @@ class TlsStream final : public ByteStream {
   SSL *ssl_;
   const int fd_;
   std::unique_ptr<uint8_t[]> stage_;  // gathers small iovecs
+  bool stopped_full_ = false;         // the last recv_nowait filled its buffer
 };
 
 // Client side: bounded waits over a stream (timeout_ms bounds each wait).
