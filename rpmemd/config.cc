@@ -48,6 +48,7 @@ enum class Key {
   kMaxPerAddress,
   kMaxSessions,
   kMaxSessionsPerClient,
+  kMaxLanesPerClient,
 };
 
 std::optional<Key> find_key(std::string_view name) {
@@ -72,6 +73,7 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "max-per-address") return Key::kMaxPerAddress;
   if (name == "max-sessions") return Key::kMaxSessions;
   if (name == "max-sessions-per-client") return Key::kMaxSessionsPerClient;
+  if (name == "max-lanes-per-client") return Key::kMaxLanesPerClient;
   return std::nullopt;
 }
 
@@ -182,15 +184,17 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
     case Key::kMaxConnections:
     case Key::kMaxPerAddress:
     case Key::kMaxSessions:
-    case Key::kMaxSessionsPerClient: {  // service caps: 1..1000000
+    case Key::kMaxSessionsPerClient:
+    case Key::kMaxLanesPerClient: {  // service caps: 1..1000000
       if (!value) return false;
       auto n = parse_count(*value);
       if (!n || *n == 0 || *n > 1000000) return false;
-      unsigned &field = key == Key::kMaxHandshakes    ? out.max_handshakes
-                        : key == Key::kMaxConnections ? out.max_connections
-                        : key == Key::kMaxPerAddress  ? out.max_per_address
-                        : key == Key::kMaxSessions    ? out.max_sessions
-                                                      : out.max_sessions_per_client;
+      unsigned &field = key == Key::kMaxHandshakes          ? out.max_handshakes
+                        : key == Key::kMaxConnections       ? out.max_connections
+                        : key == Key::kMaxPerAddress        ? out.max_per_address
+                        : key == Key::kMaxSessions          ? out.max_sessions
+                        : key == Key::kMaxSessionsPerClient ? out.max_sessions_per_client
+                                                            : out.max_lanes_per_client;
       field = *n;
       return true;
     }
@@ -287,6 +291,7 @@ po::options_description command_line_options() {
       ("max-per-address", po::value<std::string>())          //
       ("max-sessions", po::value<std::string>())             //
       ("max-sessions-per-client", po::value<std::string>())  //
+      ("max-lanes-per-client", po::value<std::string>())     //
       ("log-file", po::value<std::string>())                 //
       ("poolset-dir", po::value<std::string>())              //
       ("persist-apm", "")                                    //
@@ -457,7 +462,9 @@ std::string usage_text(const char *argv0) {
       "      --max-connections <num>   service: control connections at most (1024)\n"
       "      --max-per-address <num>   service: unauthenticated connections from one address (16)\n"
       "      --max-sessions <num>      service: sessions at most (512)\n"
-      "      --max-sessions-per-client <num>  service: sessions of one certificate (64)\n";
+      "      --max-sessions-per-client <num>  service: sessions of one certificate (64)\n"
+      "      --max-lanes-per-client <num>  service: lanes of all sessions of one certificate "
+      "(1024)\n";
   for (std::string_view level : {"err     error conditions", "warn    warning conditions",
                                  "notice  normal, but significant, condition",
                                  "info    informational message", "debug   debug-level message"}) {

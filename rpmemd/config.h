@@ -24,7 +24,7 @@ inline constexpr unsigned kDefaultMaxLanes = 64;
 enum class DataTls {
   kNo,       // never: a client that asks for it is refused
   kAllow,    // when the client asks (RPMEM_DATA_TLS=1); the default
-  kYes,      // for every client that can (protocol 1.2 and later)
+  kYes,      // for every client that can (protocol 1.3 and later)
   kRequire,  // for every client; one that cannot is refused
 };
 
@@ -64,6 +64,7 @@ struct Config {
   unsigned max_per_address = 16;          // unauthenticated connections from one address
   unsigned max_sessions = 512;            // sessions (threads) in all
   unsigned max_sessions_per_client = 64;  // sessions of one client certificate
+  unsigned max_lanes_per_client = 1024;   // lanes of all sessions of one certificate
 
   // What to do instead of serving a session.
   std::optional<std::string> remove;  // -r POOLSET

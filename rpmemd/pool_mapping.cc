@@ -9,10 +9,12 @@
 #include <libpmem.h>
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -240,6 +242,10 @@ std::error_code PoolMapping::map() noexcept {
     }
     all_sync = all_sync && part.map_sync;
     addr += lens[i];
+    struct statfs fs {};
+    if (::fstatfs(part.fd, &fs) == 0)
+      in_ram_ = in_ram_ || fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC ||
+                fs.f_type == HUGETLBFS_MAGIC;
   }
   is_pmem_ = all_sync || pmem_is_pmem(base_, size_) != 0;
   return {};

@@ -59,6 +59,7 @@ class PoolMapping final : public MappedPool {
   size_t size() const noexcept override { return size_; }
   bool has_headers() const noexcept override { return set_.header_count() > 0; }
   bool is_pmem() const noexcept override { return is_pmem_; }
+  bool in_ram() const noexcept override { return in_ram_; }
   std::error_code set_attr(const rpmem::PoolAttr *attr) noexcept override;
   std::error_code persist(size_t offset, size_t len, bool deep) noexcept override;
   std::error_code remove_parts() noexcept override;
@@ -83,6 +84,7 @@ class PoolMapping final : public MappedPool {
   uint8_t *base_ = nullptr;
   size_t size_ = 0;
   bool is_pmem_ = false;
+  bool in_ram_ = false;
 };
 
 // A random RFC 4122 version 4 UUID, in PMDK's byte order (its struct uuid

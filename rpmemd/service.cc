@@ -154,6 +154,8 @@ struct Service::Conn {
   bool dropped = false;          // closed to make room; its handler is still to run
   bool address_counted = false;  // in per_address_ (until authenticated)
   std::string refused;           // why the TLS policy refused the client's certificate
+  // Lanes granted to all sessions of this certificate (max-lanes-per-client).
+  std::shared_ptr<std::atomic<long>> client_lanes;
 };
 
 namespace {
@@ -466,6 +468,9 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
   }
   c->name = cn;
   c->in_session = true;
+  auto &lanes = client_lanes_[cn];
+  if (!lanes) lanes = std::make_shared<std::atomic<long>>(0);
+  c->client_lanes = lanes;
   ++per_client_[cn];
   ++sessions_;
   RPMEM_LOG_NOTICE("client %u (%s): '%s' authenticated, pool set directory %s", c->id,
@@ -480,7 +485,10 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
     RPMEM_LOG_ERR("client %u (%s): cannot start a session thread: %s", c->id, c->peer.c_str(),
                   e.what());
     --sessions_;
-    if (--per_client_[cn] == 0) per_client_.erase(cn);
+    if (--per_client_[cn] == 0) {
+      per_client_.erase(cn);
+      client_lanes_.erase(cn);
+    }
     refuse_session(c);
   }
 }
@@ -509,7 +517,10 @@ void Service::Loop::session_done(const std::shared_ptr<Conn> &c) {
   if (c->thread.joinable()) c->thread.join();  // it has posted this: it is ending
   c->in_session = false;
   --sessions_;
-  if (--per_client_[c->name] == 0) per_client_.erase(c->name);
+  if (--per_client_[c->name] == 0) {
+    per_client_.erase(c->name);
+    client_lanes_.erase(c->name);
+  }
   RPMEM_LOG_INFO("client %u (%s): session ended", c->id, c->peer.c_str());
   forget(c);
 }
@@ -527,6 +538,8 @@ void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
     SessionParams params = session_params(config_);
     params.listen_address = c.local;
     params.peer_address = c.peer;
+    params.client_lanes = c.client_lanes;
+    params.max_client_lanes = config_.max_lanes_per_client;
     // TLS lanes: the service's context, and the certificate this client
     // proved it holds, which each of its lanes must present too.
     SSL_CTX *ctx = tls_.context().native_handle();

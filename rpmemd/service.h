@@ -19,6 +19,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -80,6 +81,8 @@ class Service {
     std::vector<std::shared_ptr<Conn>> conns_;
     unsigned handshakes_ = 0, sessions_ = 0;
     std::map<std::string, unsigned> per_address_, per_client_;
+    // Per certificate, while it has sessions: the lanes they hold.
+    std::map<std::string, std::shared_ptr<std::atomic<long>>> client_lanes_;
     rpmem::RefusalLog refusals_{"connection"};
   };
 

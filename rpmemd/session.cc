@@ -119,6 +119,10 @@ class Session::PoolView final : public rpmem::transport::TargetPool {
   std::error_code persist(size_t offset, size_t length, bool deep) noexcept override {
     return pool_.persist(offset, length, deep);
   }
+  bool is_pmem() const noexcept override { return pool_.is_pmem(); }
+  bool persist_waits_for_device() const noexcept override {
+    return !pool_.is_pmem() && !pool_.in_ram();
+  }
 
  private:
   MappedPool &pool_;
@@ -171,6 +175,8 @@ void Session::release(bool remove) noexcept {
   target_.reset();
   g_lane_fds.fetch_sub(lane_fds_);
   lane_fds_ = 0;
+  if (params_.client_lanes) params_.client_lanes->fetch_sub(client_lanes_);
+  client_lanes_ = 0;
   view_.reset();
   if (!pool_) return;
   // Logged in PMDK's order: closing, closed, removing, removed (the parts
@@ -189,16 +195,25 @@ void Session::release(bool remove) noexcept {
   }
 }
 
-void Session::log_policy() const {
+void Session::log_policy(proto::TransportKind kind) const {
   // APM needs RDMA reads (verbs); over tcp every persist goes through this daemon.
   RPMEM_LOG_NOTICE("persistency policy:");
   if (apm_) {
     RPMEM_LOG_NOTICE("\tpersist method: %s", kApmName);
     RPMEM_LOG_NOTICE("\tpersist flush: none");
-    return;
+  } else {
+    RPMEM_LOG_NOTICE("\tpersist method: %s", kGpspmName);
+    RPMEM_LOG_NOTICE("\tpersist flush: %s", pool_->is_pmem() ? "pmem_persist" : "pmem_msync");
   }
-  RPMEM_LOG_NOTICE("\tpersist method: %s", kGpspmName);
-  RPMEM_LOG_NOTICE("\tpersist flush: %s", pool_->is_pmem() ? "pmem_persist" : "pmem_msync");
+  RPMEM_LOG_NOTICE("\tmedium: %s", pool_->is_pmem()  ? "persistent memory"
+                                   : pool_->in_ram() ? "a file in RAM (tmpfs): durable as RAM is"
+                                                     : "a file in the page cache, written back "
+                                                       "to its disk on persist");
+  // The medium decides where a NIC may write (verbs_target.h).
+  if (kind == proto::TransportKind::kVerbs)
+    RPMEM_LOG_NOTICE("\tRDMA writes: %s", pool_->is_pmem() ? "into the pool (persistent memory)"
+                                                           : "into a staging buffer, copied "
+                                                             "into the pool by rpmemd");
 }
 
 Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
@@ -216,7 +231,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     RPMEM_LOG_ERR("invalid number of lanes -- %u", req.nlanes);
     return Status::kBadNlanes;
   }
-  // TLS data lanes: a client of protocol 1.2 or later reads the answer in
+  // TLS data lanes: a client of protocol 1.3 or later reads the answer in
   // the response's extension; an older one gets none and cannot have them.
   const bool capable = req.minor >= proto::kMinorLaneTls;
   const bool asks = (req.lane_flags & proto::kLaneTls) != 0;
@@ -302,6 +317,22 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     RPMEM_LOG_ERR("no file descriptors left for lanes (RLIMIT_NOFILE, shared by all sessions)");
     return undo(Status::kBadNlanes);
   }
+  if (params_.client_lanes) {  // what this client's other sessions left, taken at once
+    long used = params_.client_lanes->load();
+    long take = 0;
+    do {
+      take = std::clamp<long>(static_cast<long>(params_.max_client_lanes) - used, 0, nlanes);
+    } while (take > 0 && !params_.client_lanes->compare_exchange_weak(used, used + take));
+    nlanes = static_cast<unsigned>(take);
+    if (nlanes == 0) {
+      RPMEM_LOG_ERR(
+          "no lanes left for this client (max-lanes-per-client %u, in use by its "
+          "other sessions)",
+          params_.max_client_lanes);
+      return undo(Status::kBadNlanes);
+    }
+    client_lanes_ = nlanes;
+  }
   lane_fds_ = static_cast<long>(nlanes) * ((offered & verbs) ? 2 : 1);
   g_lane_fds.fetch_add(lane_fds_);
   if (!random_secret(resp.secret)) {
@@ -317,6 +348,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   tp.nthreads = params_.nthreads;
   tp.peer_address = params_.peer_address;
   tp.peer_timeout = params_.peer_timeout;
+  tp.client_minor = req.minor;
   if (tls && params_.cert_lanes) {
     tp.tls = params_.cert_lanes;  // the control channel's certificates
   } else if (tls) {
@@ -366,7 +398,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
       return undo(Status::kFatalConn);
     }
   }
-  log_policy();
+  log_policy(kind);
   resp.nlanes = nlanes;
   resp.port = target_->port();
   resp.transport = kind;
@@ -441,6 +473,7 @@ std::error_code Session::handle_set_attr(const proto::Bytes &payload) {
     } else {
       RPMEM_LOG_NOTICE("new pool attributes:");
       log_pool_attr(attr);
+      if (target_ && pool_->has_headers()) target_->pool_changed(0, rpmem::kPoolHdrSize);
     }
     status = proto::errno_to_status(ec.value());
   } else {

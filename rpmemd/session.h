@@ -11,6 +11,7 @@
 #include "rpmemd/control_io.h"
 #include "rpmemd/pool_store.h"
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -39,6 +40,10 @@ struct SessionParams {
   // (the service's context, the client's certificate). ssh mode leaves it
   // empty: a session keys its TLS lanes with a pre-shared key of its own.
   rpmem::transport::LaneTls cert_lanes;
+  // Service mode: the lanes granted to all sessions of this session's client
+  // certificate (shared with them), and their cap. Null: no such cap.
+  std::shared_ptr<std::atomic<long>> client_lanes;
+  unsigned max_client_lanes = 0;
 };
 
 // What both ways in (ssh, the service) take from the configuration; the
@@ -68,7 +73,7 @@ class Session {
   std::error_code handle_remove(const proto::Bytes &payload);
   void release(bool remove) noexcept;  // stops the lanes, closes the pool
   void arm_idle_timer() noexcept;
-  void log_policy() const;
+  void log_policy(proto::TransportKind kind) const;
 
   PoolStore &store_;
   ControlStream &io_;
@@ -79,6 +84,7 @@ class Session {
   std::unique_ptr<PoolView> view_;
   std::unique_ptr<rpmem::transport::Target> target_;
   long lane_fds_ = 0;
+  long client_lanes_ = 0;    // this session's share of params_.client_lanes
   int idle_fd_ = -1;         // timerfd: the control channel's silence bound
   bool keepalives_ = false;  // the client sends them: silence ends the session  // this session's
                              // share of the process's descriptor budget

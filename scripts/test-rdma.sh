@@ -21,30 +21,10 @@ if ! ldd "$build/rpmemd" 2>/dev/null | grep -q librdmacm; then
   exit 0
 fi
 
-# Where /dev/kvm exists but cannot run the guest (nested virtualisation
-# refusing an MSR), boot with TCG: the tool picks KVM whenever /dev/kvm is
-# writable, so hand it a qemu that swaps the accelerator.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ -z "${RDMA_VM_QEMU:-}" ] && [ -w /dev/kvm ]; then
-  if ! bash "$vm" --timeout 120 -- true >"$tmp/probe.log" 2>&1; then
-    echo "test-rdma: the VM does not boot with KVM here; using TCG"
-    cat >"$tmp/qemu-tcg" <<'QEMU'
-#!/usr/bin/env bash
-args=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -accel) if [ "${2%%,*}" = kvm ]; then args+=(-accel tcg,thread=multi); shift 2; continue; fi ;;
-    -cpu) if [ "$2" = host ]; then args+=(-cpu max); shift 2; continue; fi ;;
-  esac
-  args+=("$1"); shift
-done
-exec qemu-system-x86_64 "${args[@]}"
-QEMU
-    chmod +x "$tmp/qemu-tcg"
-    export RDMA_VM_QEMU="$tmp/qemu-tcg"
-  fi
-fi
+. "$top/scripts/vm-qemu.sh"
+use_tcg_if_kvm_fails "$vm" "$tmp" test-rdma
 
 # Only what the tests need goes into the guest (its RAM holds the copies):
 # ctest's files, the test programs, rpmemd and the ssh stand-in. The tool

@@ -26,6 +26,7 @@ run_suite() {  # name, cmake options...
 run_suite dev -DCMAKE_BUILD_TYPE=RelWithDebInfo
 if [ $quick -eq 0 ]; then
   "$top/scripts/test-rdma.sh" "$top/build-dev"  # verbs on soft-RoCE in a VM
+  "$top/scripts/test-powercut.sh" "$top/build-dev"  # power cuts of a VM target, tcp and verbs
   "$top/tests/packaging/test-packages.sh" "$top/build-pkg"
   # Under the sanitizers the integration suite runs once, with cleartext
   # lanes (its TLS-lane tests, tls_lanes_test.cc and the service's, are in

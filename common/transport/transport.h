@@ -86,6 +86,13 @@ class TargetPool {
   virtual size_t writable_from() const noexcept = 0;
   // EIO when the range could not be made durable.
   virtual std::error_code persist(size_t offset, size_t length, bool deep) noexcept = 0;
+  // True when base() maps persistent memory (DAX): a NIC may write into it
+  // and a CPU flush makes that durable. False for a file in the page cache,
+  // where only writes the kernel sees (through the CPU) are written back.
+  virtual bool is_pmem() const noexcept { return false; }
+  // True when persist() waits for a device (a file system on a disk): the
+  // threads serving lanes then wait more than they compute.
+  virtual bool persist_waits_for_device() const noexcept { return false; }
 
   // Why a client's request for [offset, offset + length) is refused, or
   // nullptr: "range outside the pool", or for a write (`writes`) of at
@@ -109,6 +116,8 @@ struct TargetParams {
   // kApm only when the daemon runs with --persist-apm and the pool is pmem;
   // transports without one-sided reads (tcp) ignore it.
   proto::PersistMethod persist_method = proto::PersistMethod::kGpspm;
+  // The protocol minor of the client's pool request (what it can decode).
+  uint16_t client_minor = 0;
   // tcp: every lane completes a TLS handshake before its lane hello, which
   // then comes inside TLS; a connection that does not is refused.
   LaneTls tls;
@@ -128,6 +137,9 @@ class Target {
   virtual void start() = 0;
   // Closes every connection and joins every thread. Idempotent.
   virtual void stop() noexcept = 0;
+  // The daemon itself rewrote [offset, +length) of the pool (its header):
+  // what clients read from now on must be the new bytes.
+  virtual void pool_changed(size_t /*offset*/, size_t /*length*/) noexcept {}
 };
 
 // Throws SetupError when it cannot listen.

@@ -68,8 +68,7 @@ TEST_F(HostileClient, GarbageFramesEndTheSessionWithALogLine) {
     proto::Bytes junk(8 + rng() % 200);
     for (auto &b : junk) b = static_cast<uint8_t>(rng());
     junk[2] = 1;  // a non-zero reserved field: never a valid header
-    expect_clean_end(junk, false, "control channel: Protocol error",
-                     "garbage " + std::to_string(i));
+    expect_clean_end(junk, false, "control channel: Protocol error", "garbage " + std::to_string(i));
   }
   expect_clean_end(frame(0, 0, 0), false, "Protocol error", "type 0");
   expect_clean_end(frame(99, 0, 4, {1, 2, 3, 4}), false, "Protocol error", "type 99");
@@ -86,8 +85,8 @@ TEST_F(HostileClient, TruncatedFramesEndTheSessionAsADisconnect) {
   auto create = proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 2, false));
   expect_clean_end(proto::Bytes(create.begin(), create.begin() + 3), true, "client disconnected",
                    "header cut");
-  expect_clean_end(proto::Bytes(create.begin(), create.begin() + 20), true, "client disconnected",
-                   "payload cut");
+  expect_clean_end(proto::Bytes(create.begin(), create.begin() + 20), true,
+                   "client disconnected", "payload cut");
   expect_clean_end({}, true, "client disconnected", "nothing at all");
 }
 
@@ -129,13 +128,13 @@ TEST_F(HostileClient, MalformedPoolRequestsAreRefused) {
   longer[name_len_at + 1] = 0x0f;
   expect_clean_end(longer, false, "malformed create request", "name past the payload");
   auto reserved = good;
-  reserved[8 + 20] = 2;  // lane_flags (reserved before protocol 1.2): a bit nobody knows
+  reserved[8 + 20] = 2;  // lane_flags (reserved before protocol 1.3): a bit nobody knows
   expect_clean_end(reserved, false, "malformed create request", "unknown lane flag");
   reserved = good;
   reserved[name_len_at + 3] = 1;
   expect_clean_end(reserved, false, "malformed create request", "reserved field");
-  auto nul = proto::encode(proto::MsgType::kOpen,
-                           pool_request(std::string("p.set\0x", 7), kPool, 2, false));
+  auto nul = proto::encode(proto::MsgType::kOpen, pool_request(std::string("p.set\0x", 7), kPool,
+                                                               2, false));
   expect_clean_end(nul, false, "malformed open request", "NUL in the name");
   auto empty = good;
   empty[name_len_at] = 0;
@@ -167,8 +166,8 @@ TEST_F(HostileClient, RandomlyMutatedCreateRequestsNeverCrashTheDaemon) {
     // A mutated create may still name p.set and succeed; it must then have
     // made a pool of the configured size, nothing else.
     for (auto &[path, bytes] : snapshot(target_.dir())) {
-      EXPECT_TRUE(path == target_.poolset_dir() + "/p.set" ||
-                  path == target_.part_path("p.part0") || path == target_.dir() + "/rpmemd.conf")
+      EXPECT_TRUE(path == target_.poolset_dir() + "/p.set" || path == target_.part_path("p.part0") ||
+                  path == target_.dir() + "/rpmemd.conf")
           << "unexpected file " << path;
       if (path == target_.part_path("p.part0")) {
         EXPECT_EQ(bytes.size(), kPool);
@@ -182,16 +181,14 @@ TEST_F(HostileClient, RandomlyMutatedCreateRequestsNeverCrashTheDaemon) {
 TEST_F(HostileClient, GarbageAfterCreateLeavesADurableUnlockedPool) {
   RawDaemon d(target_);
   ASSERT_TRUE(d.read_hello());
-  ASSERT_TRUE(
-      d.send(proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false))));
+  ASSERT_TRUE(d.send(proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false))));
   proto::Bytes p;
   auto h = d.read_frame(p);
   ASSERT_TRUE(h && h->type == proto::MsgType::kPoolResp);
   auto resp = proto::decode_pool_response(p);
   ASSERT_TRUE(resp && resp->status == proto::Status::kSuccess);
   // A second create in the same session is refused, the session ends.
-  ASSERT_TRUE(
-      d.send(proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false))));
+  ASSERT_TRUE(d.send(proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false))));
   h = d.read_frame(p);
   ASSERT_TRUE(h && h->type == proto::MsgType::kPoolResp);
   EXPECT_EQ(proto::decode_pool_response(p)->status, proto::Status::kFatal);
@@ -206,8 +203,7 @@ TEST_F(HostileClient, GarbageAfterCreateLeavesADurableUnlockedPool) {
 
   RawDaemon d2(target_);
   ASSERT_TRUE(d2.read_hello());
-  ASSERT_TRUE(
-      d2.send(proto::encode(proto::MsgType::kOpen, pool_request("p.set", kPool, 1, false))));
+  ASSERT_TRUE(d2.send(proto::encode(proto::MsgType::kOpen, pool_request("p.set", kPool, 1, false))));
   h = d2.read_frame(p);
   ASSERT_TRUE(h && proto::decode_pool_response(p)->status == proto::Status::kSuccess);
   d2.send(frame(0xffff, 0xffff, 0xffffffff));
@@ -449,7 +445,7 @@ TEST(Stranger, CannotReadOrWriteThePoolNorDisturbTheSession) {
   for (auto &x : garbage) x = static_cast<uint8_t>(rng());
   tries.push_back(garbage);
   tries.push_back(proto::Bytes(100000, 0xee));  // oversized
-  uint8_t req[proto::kDataRequestSize];         // a request without any hello
+  uint8_t req[proto::kDataRequestSize];  // a request without any hello
   proto::encode(proto::DataRequest{proto::DataOp::kRead, 0, 0, 4096}, req);
   tries.push_back(proto::Bytes(req, req + sizeof(req)));
 
@@ -582,13 +578,13 @@ TEST_F(HostileDaemon, MalformedRepliesFailWithEprotoOrEconnreset) {
       {"hello then an oversized frame", cat(h, frame(4, 0, 0xfffffff0u)), EPROTO},
       {"hello then a cut response", cat(h, proto::Bytes(resp.begin(), resp.begin() + 20)),
        ECONNRESET},
-      {"hello then the wrong type",
-       cat(h, proto::encode(proto::MsgType::kCloseResp, proto::StatusResponse{})), EPROTO},
+      {"hello then the wrong type", cat(h, proto::encode(proto::MsgType::kCloseResp, proto::StatusResponse{})), EPROTO},
       {"hello then a second hello", cat(h, h), EPROTO},
       {"unknown status", cat(h, bad_status), EPROTO},
       {"more lanes than asked", cat(h, proto::encode(too_many_lanes)), EPROTO},
-      {"short response",
-       cat(h, frame(4, 0, 22, proto::Bytes(short_resp.begin() + 8, short_resp.end()))), EPROTO},
+      {"short response", cat(h, frame(4, 0, 22, proto::Bytes(short_resp.begin() + 8,
+                                                              short_resp.end()))),
+       EPROTO},
   };
   for (auto &c : cases) {
     SCOPED_TRACE(c.what);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <linux/magic.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -16,6 +18,12 @@
 
 namespace rpmem_test {
 namespace {
+
+// The daemon's medium for a pool in `dir`: RAM (tmpfs, ramfs) or a disk.
+bool in_ram(const std::string &dir) {
+  struct statfs fs {};
+  return ::statfs(dir.c_str(), &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
+}
 
 constexpr size_t kPool = 4 * kMiB;
 
@@ -127,6 +135,14 @@ TEST_F(Replication, ReadReturnsTheRemoteBytesIncludingTheHeader) {
   ASSERT_EQ(rpmem_read(rpp, hdr, 0, sizeof(hdr), 2), 0) << "reading the header is allowed";
   EXPECT_EQ(std::memcmp(hdr, "PMEMOBJ", 8), 0);
   EXPECT_EQ(rpmem_read(rpp, hdr, 0, 0, 2), 0);
+  // The daemon rewrites the header on set_attr: a read returns the new one
+  // (over verbs, RDMA READs of a page-cache pool come from its staging buffer).
+  rpmem_pool_attr changed = sample_attr(6);
+  ASSERT_EQ(rpmem_set_attr(rpp, &changed), 0) << rpmem_errormsg();
+  ASSERT_EQ(rpmem_read(rpp, hdr, 0, sizeof(hdr), 2), 0) << rpmem_errormsg();
+  auto part = read_file(target_.dir() + "/p.part0");
+  ASSERT_GE(part.size(), sizeof(hdr));
+  EXPECT_EQ(std::memcmp(hdr, part.data(), sizeof(hdr)), 0) << "a stale header was read";
   EXPECT_EQ(rpmem_close(rpp), 0);
 }
 
@@ -320,10 +336,13 @@ TEST_F(Replication, OneWorkerThreadServesEveryLane) {
   use_lanes_through(target_.rpmemd_cmd("--nthreads 1"), 6, "6 lanes served by 1 worker thread\n");
 }
 
-TEST_F(Replication, WorkerThreadsAreCappedByTheDaemonsCpus) {
+// In RAM a persist computes: a thread per CPU. On a disk it waits for the
+// device: a thread per lane (up to 16) keeps as many writes in flight.
+TEST_F(Replication, WorkerThreadsAreCappedByTheDaemonsCpusUnlessPersistsWaitForADisk) {
   if (verbs_only()) GTEST_SKIP() << "worker threads serve tcp lanes";
   use_lanes_through("taskset -c 0 sh -c '" + target_.rpmemd_cmd() + "'", 3,
-                    "3 lanes served by 1 worker thread\n");
+                    in_ram(target_.dir()) ? "3 lanes served by 1 worker thread\n"
+                                          : "3 lanes served by 3 worker threads\n");
 }
 
 TEST_F(Replication, MoreWorkerThreadsThanLanesAreNotStarted) {
@@ -426,6 +445,13 @@ TEST_F(Replication, DaemonLogsThePersistencyPolicy) {
   EXPECT_NE(log.find("    persist method: General Purpose Server Persistency Method"),
             std::string::npos);
   EXPECT_NE(log.find("    persist flush: pmem_msync"), std::string::npos);
+  // The medium, from the file system that holds the part.
+  EXPECT_NE(log.find(in_ram(target_.dir())
+                         ? "    medium: a file in RAM (tmpfs): durable as RAM is"
+                         : "    medium: a file in the page cache, written back to its disk on "
+                           "persist"),
+            std::string::npos)
+      << log;
 }
 
 TEST_F(Replication, RpmemCmdMayCarryAssignmentsAndOptions) {

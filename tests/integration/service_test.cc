@@ -697,6 +697,58 @@ TEST_F(ServiceWithALaneBudget, SecondClientAskingFor1024LanesIsRefusedAndTheFirs
   real_client("p.set", "bob.part", 4);
 }
 
+class ServiceWithFewLanesPerClient : public ServiceCrowd {
+ protected:
+  ServiceWithFewLanesPerClient() { extra_conf_ = "max-lanes-per-client = 10\n"; }
+};
+
+TEST_F(ServiceWithFewLanesPerClient, ACertificateSharesItsLanesAmongItsSessions) {
+  for (int i = 0; i < 3; ++i)
+    target_.write_poolset("alice/s" + std::to_string(i) + ".set",
+                          {{2 * kMiB, "alice-s" + std::to_string(i) + ".part"}}, "OPTION NOHDRS\n");
+  LocalPool a(2 * kMiB, 1), b(2 * kMiB, 2), c(2 * kMiB, 3);
+  unsigned nla = 8, nlb = 8, nlc = 1;
+  RPMEMpool *ra = create("s0.set", a, nla);
+  ASSERT_NE(ra, nullptr) << rpmem_errormsg() << log();
+  EXPECT_EQ(nla, 8u);
+  RPMEMpool *rb = create("s1.set", b, nlb);
+  ASSERT_NE(rb, nullptr) << rpmem_errormsg() << log();
+  EXPECT_EQ(nlb, 2u) << "what alice's first session left of 10";
+  errno = 0;
+  EXPECT_EQ(create("s2.set", c, nlc), nullptr);
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_STREQ(rpmem_errormsg(), "Invalid number of lanes");
+  EXPECT_NE(log().find("max-lanes-per-client"), std::string::npos) << log();
+  EXPECT_FALSE(file_exists(target_.part_path("alice-s2.part")));
+  // Another certificate has lanes of its own.
+  as("bob");
+  LocalPool d(kPool, 4);
+  unsigned nld = 8;
+  RPMEMpool *rd = create("p.set", d, nld);
+  ASSERT_NE(rd, nullptr) << rpmem_errormsg() << log();
+  EXPECT_EQ(nld, 8u);
+  ASSERT_EQ(rpmem_persist(rd, 0, kPool, 7, 0), 0) << rpmem_errormsg();
+  ASSERT_EQ(rpmem_close(rd), 0);
+  // A session that ends gives its lanes back.
+  as("alice");
+  for (unsigned lane = 0; lane < nla; ++lane)
+    ASSERT_EQ(rpmem_persist(ra, lane * 65536, 65536, lane, 0), 0) << rpmem_errormsg();
+  ASSERT_EQ(rpmem_close(ra), 0);
+  nlc = 8;
+  RPMEMpool *rc = create("s2.set", c, nlc);
+  ASSERT_NE(rc, nullptr) << rpmem_errormsg() << log();
+  EXPECT_EQ(nlc, 8u);
+  ASSERT_EQ(rpmem_persist(rc, 0, 2 * kMiB, 7, 0), 0) << rpmem_errormsg();
+  ASSERT_EQ(rpmem_close(rc), 0);
+  ASSERT_EQ(rpmem_close(rb), 0);
+  auto r = target_.remote_pool({{2 * kMiB, "alice-s0.part"}}, false);
+  EXPECT_TRUE(same_bytes(r.data(), a.data(), 0, nla * 65536));
+  auto rr = target_.remote_pool({{2 * kMiB, "alice-s2.part"}}, false);
+  EXPECT_TRUE(same_bytes(rr.data(), c.data(), 0, 2 * kMiB));
+  auto rbob = target_.remote_pool({{kPool, "bob.part"}}, false);
+  EXPECT_TRUE(same_bytes(rbob.data(), d.data(), 0, kPool));
+}
+
 class ServiceWithFewSessions : public ServiceCrowd {
  protected:
   ServiceWithFewSessions() { extra_conf_ = "max-sessions-per-client = 2\n"; }

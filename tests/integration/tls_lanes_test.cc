@@ -86,16 +86,16 @@ TEST_F(TlsLanes, AllowGivesTlsOnlyToAClientThatAsks) {
     auto r = create(d, proto::kMinor, 0);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, proto::Status::kSuccess);
-    EXPECT_TRUE(r->extended);  // a minor-2 client reads the extension
+    EXPECT_TRUE(r->extended);  // a client of minor 3 reads the extension
     EXPECT_EQ(r->lane_flags, 0u);
     EXPECT_TRUE(r->lane_psk.empty());
   }
-  {
+  for (uint16_t older : {uint16_t{1}, proto::kMinorStaged}) {
     RawDaemon d(target_);
-    auto r = create(d, 1, 0);  // an older client: no extension at all
+    auto r = create(d, older, 0);  // an older client: no extension at all
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, proto::Status::kSuccess);
-    EXPECT_FALSE(r->extended);
+    EXPECT_FALSE(r->extended) << older;
   }
   RawDaemon d(target_);
   auto r = create(d, proto::kMinor, proto::kLaneTls);
@@ -109,15 +109,15 @@ TEST_F(TlsLanes, AllowGivesTlsOnlyToAClientThatAsks) {
 }
 
 TEST_F(TlsLanes, RequireRefusesAClientThatCannotAndYesLeavesItCleartext) {
-  {
+  for (uint16_t older : {uint16_t{1}, proto::kMinorStaged}) {
     RawDaemon d(target_, {"--data-tls", "require"});
-    auto r = create(d, 1, 0);
+    auto r = create(d, older, 0);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, proto::Status::kProvNoSup);
-    EXPECT_FALSE(r->extended);  // what a 1.1 client can decode
-    EXPECT_NE(target_.log_text().find("data-tls = require: the client (protocol 1.1) cannot run"),
-              std::string::npos)
-        << target_.log_text();
+    EXPECT_FALSE(r->extended);  // what an older client can decode
+    const std::string line =
+        "data-tls = require: the client (protocol 1." + std::to_string(older) + ") cannot run";
+    EXPECT_NE(target_.log_text().find(line), std::string::npos) << target_.log_text();
   }
   {
     RawDaemon d(target_, {"--data-tls", "require"});

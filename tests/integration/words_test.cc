@@ -167,6 +167,7 @@ TEST_F(Words, CreateOpenCloseSessionLogsAsPmdk) {
       "persistency policy:",
       "    persist method: General Purpose Server Persistency Method",
       "    persist flush: pmem_msync",
+      "    medium: {}",
   };
   // The ctest label tls-lanes runs every test with RPMEM_DATA_TLS=1: one
   // line more then, and it says the lanes are in TLS.

@@ -41,7 +41,8 @@ struct Persisted {
   bool deep;
 };
 
-// Target pool in anonymous memory; records persists, may fail them.
+// Target pool in anonymous memory; records persists, may fail them. It
+// stands for a file in the page cache unless `pmem` is set before start().
 class MemPool final : public TargetPool {
  public:
   MemPool() {
@@ -54,6 +55,7 @@ class MemPool final : public TargetPool {
   uint8_t *base() const noexcept override { return base_; }
   size_t size() const noexcept override { return kPoolSize; }
   size_t writable_from() const noexcept override { return kHeader; }
+  bool is_pmem() const noexcept override { return pmem; }
   std::error_code persist(size_t offset, size_t length, bool deep) noexcept override {
     std::lock_guard lock(mu_);
     log_.push_back({offset, length, deep});
@@ -78,6 +80,7 @@ class MemPool final : public TargetPool {
     return true;
   }
   std::atomic<bool> fail_{false};
+  bool pmem = false;
 
  private:
   uint8_t *base_;
@@ -113,6 +116,7 @@ class VerbsLoop : public ::testing::Test {
     tp.secret = secret_;
     tp.max_lanes = max_lanes;
     tp.persist_method = method;
+    tp.client_minor = proto::kMinor;
     tp.on_fatal = [this](const std::string &) { fatal_ = true; };
     target_ = make_target(proto::TransportKind::kVerbs, pool_, tp);
     target_->start();
@@ -178,6 +182,7 @@ TEST_F(VerbsLoop, RelaxedPersistWritesThenTheTargetFlushesTheRange) {
 }
 
 TEST_F(VerbsLoop, DeepPersistGoesThroughTheTarget) {
+  pool_.pmem = true;
   start(proto::PersistMethod::kApm);
   connect(1);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kDeepPersist, 8192, 5000, false), std::error_code{});
@@ -211,6 +216,7 @@ TEST_F(VerbsLoop, FlushesAreDurableAfterOneDrainAcrossWorkQueueBoundaries) {
 }
 
 TEST_F(VerbsLoop, ApmRelaxedPersistAndDrainNeverReachTheTargetCpu) {
+  pool_.pmem = true;
   start(proto::PersistMethod::kApm);
   connect(1);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 8192, 100000, true), std::error_code{});
@@ -227,14 +233,75 @@ TEST_F(VerbsLoop, ApmRelaxedPersistAndDrainNeverReachTheTargetCpu) {
 }
 
 TEST_F(VerbsLoop, ReadReturnsTheRemoteBytesAcrossChunks) {
-  start(proto::PersistMethod::kGpspm);
-  connect(1);
   for (size_t i = 0; i < kPoolSize; ++i) pool_.base()[i] = static_cast<uint8_t>(i * 31 + 5);
+  start(proto::PersistMethod::kGpspm);  // the staging buffer starts as the pool
+  connect(1);
   std::vector<uint8_t> buf(700000);
   ASSERT_EQ(lanes_[0]->read(buf.data(), 12345, buf.size()), std::error_code{});
   EXPECT_EQ(std::memcmp(buf.data(), pool_.base() + 12345, buf.size()), 0);
   ASSERT_EQ(lanes_[0]->read(buf.data(), 0, 8), std::error_code{});  // the header too
   EXPECT_EQ(std::memcmp(buf.data(), pool_.base(), 8), 0);
+}
+
+// A pool in the page cache: a NIC's writes would never be marked dirty
+// there, so they land in the target's staging buffer, and only the target's
+// CPU copies them into the pool, when they are persisted or drained.
+TEST_F(VerbsLoop, PageCachePoolGetsRdmaWritesOnlyThroughTheTargetCpu) {
+  start(proto::PersistMethod::kApm);  // not for a page-cache pool: GPSPM
+  auto info = verbs::decode_provider_info(target_->provider_data());
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->method, proto::PersistMethod::kGpspm);
+  EXPECT_EQ(info->flags, verbs::kInfoStaged);
+  EXPECT_NE(info->raddr, reinterpret_cast<uintptr_t>(pool_.base()));
+  connect(1);
+  const size_t off = 3 * 4096 + 5, len = 10000;  // unaligned, over pages
+  fill(off, len, 41);
+  for (bool relaxed : {false, true}) {
+    ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, off, len, relaxed), std::error_code{});
+    std::vector<uint8_t> back(len);
+    ASSERT_EQ(lanes_[0]->read(back.data(), off, len), std::error_code{});  // after the WRITE
+    EXPECT_EQ(std::memcmp(back.data(), local_ + off, len), 0) << "RDMA READ sees the write";
+    EXPECT_FALSE(same(off, len)) << "the NIC wrote into the pool, relaxed " << relaxed;
+    EXPECT_TRUE(pool_.log().empty()) << "a flush reached the target CPU, relaxed " << relaxed;
+    ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
+    EXPECT_TRUE(same(off, len)) << "relaxed " << relaxed;
+    EXPECT_TRUE(pool_.covered(off, len));
+    fill(off, len, 42);
+    pool_.clear_log();
+  }
+  fill(1 << 20, 70000, 43);
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 1 << 20, 70000, true), std::error_code{});
+  EXPECT_TRUE(same(1 << 20, 70000));
+  // An inline persist reaches the staging buffer too: RDMA READs see it.
+  fill(2 << 20, 5000, 44);
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 2 << 20, 5000, false), std::error_code{});
+  std::vector<uint8_t> back(5000);
+  ASSERT_EQ(lanes_[0]->read(back.data(), 2 << 20, 5000), std::error_code{});
+  EXPECT_EQ(std::memcmp(back.data(), local_ + (2 << 20), 5000), 0);
+}
+
+// Persistent memory: the NIC writes into the pool mapping itself, and a
+// flags-0 flush, which a NIC's write would not keep word-atomic, goes
+// inline through the target's CPU at once.
+TEST_F(VerbsLoop, PmemPoolTakesRdmaWritesDirectlyAndFlagsZeroFlushInline) {
+  pool_.pmem = true;
+  start(proto::PersistMethod::kGpspm);
+  auto info = verbs::decode_provider_info(target_->provider_data());
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->flags, 0);
+  EXPECT_EQ(info->raddr, reinterpret_cast<uintptr_t>(pool_.base()));
+  connect(1);
+  fill(8192, 3000, 45);
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 8192, 3000, false), std::error_code{});
+  EXPECT_TRUE(same(8192, 3000));
+  EXPECT_TRUE(pool_.covered(8192, 3000)) << "a flags-0 flush is a persist here";
+  pool_.clear_log();
+  fill(20000, 3000, 46);
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 20000, 3000, true), std::error_code{});
+  EXPECT_TRUE(pool_.log().empty()) << "a relaxed flush is only posted";
+  ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
+  EXPECT_TRUE(same(20000, 3000));
+  EXPECT_TRUE(pool_.covered(20000, 3000));
 }
 
 TEST_F(VerbsLoop, TargetFailureIsEioAndTheLaneStaysUsable) {

@@ -25,6 +25,9 @@ enum class Op {
                     // waiting as rpmem's TCP transport waits (spin, then poll)
   kRawRrBlock,      // the same, both sides blocking in recv
   kRawStream,       // TCP: one stream written in `size`-byte pieces
+  kRawDsync,        // durable writes: pwrite(`size` bytes) on an O_DSYNC file in
+                    // --raw-disk DIR, one writer per lane, at the offsets of the
+                    // rpmem cases in a file allocated as rpmemd allocates parts
 };
 
 const char *op_name(Op op);
@@ -52,6 +55,9 @@ struct Options {
   // for, on which persist-wide uses lane 0 only.
   unsigned wide_lanes = 0;
   std::string wide_pool_set = "bench-wide.set";
+  // Non-empty: also measure raw-dsync in a file there (the file system that
+  // holds the pool), and compare persists with it.
+  std::string raw_disk;
   size_t wide_pool_size = size_t{8} << 20;
   // With data_tls: a third pool, of pool_size bytes, whose data lanes run
   // inside TLS (RPMEM_DATA_TLS=1), for persist-tls and read-tls.

@@ -111,6 +111,7 @@ std::vector<Case> plan(const Options &opt) {
         cases.push_back({Op::kRawRr, size, lanes});
         cases.push_back({Op::kRawRrBlock, size, lanes});
         cases.push_back({Op::kRawStream, size, lanes});
+        if (!opt.raw_disk.empty()) cases.push_back({Op::kRawDsync, size, lanes});
       }
       if (opt.rpmem) {
         for (Op op : opt.ops) cases.push_back({op, size, lanes});
@@ -143,6 +144,9 @@ int run(int argc, char **argv) {
 
   std::unique_ptr<RawServer> server;
   if (opt.raw) server = std::make_unique<RawServer>();
+  std::unique_ptr<RawDisk> disk;
+  if (opt.raw && !opt.raw_disk.empty())
+    disk = std::make_unique<RawDisk>(opt.raw_disk, opt.pool_size);
   std::unique_ptr<RemotePool> pool, wide, tls;
   LibraryLog liblog;
   if (opt.rpmem && opt.data_tls) liblog.start();  // before librpmem's first call
@@ -182,7 +186,15 @@ int run(int argc, char **argv) {
       if (!runs[i].empty() && runs[i].back().error) continue;
       RunSamples s;
       std::string why;
-      if (is_raw(c.op)) {
+      if (c.op == Op::kRawDsync) {
+        Workload w = disk->workload(c.size, c.lanes, why);
+        if (w.op) {
+          s = run_lanes(opt, c.lanes, w, case_label(c, rep, opt.repeat));
+        } else {
+          s.error = EINVAL;
+          s.error_text = why;
+        }
+      } else if (is_raw(c.op)) {
         try {
           RawClient client(server->port(), c.op, c.size, c.lanes);
           s = run_lanes(opt, c.lanes, client.workload(), case_label(c, rep, opt.repeat));

@@ -51,8 +51,14 @@ What to measure:
                           compared with cleartext persist and read); says
                           which TLS record layer ran (kernel or user space)
       --tls-pool-set NAME its pool set (default bench-tls.set)
-      --raw-only          only the raw TCP cases
-      --no-raw            no raw TCP cases
+      --raw-only          only the raw cases
+      --no-raw            no raw cases
+      --raw-disk DIR      also measure raw-dsync: pwrite of SIZE bytes on an
+                          O_DSYNC file in DIR, one writer per lane, at the
+                          offsets persist uses, in a file of --pool-size
+                          bytes allocated as rpmemd allocates a part; DIR
+                          should be on the file system of the pool, and
+                          persists are then compared with it
 
 Output (stdout):
   -f, --format FMT        table (default), csv or json
@@ -67,7 +73,8 @@ over the p50 of a raw request/response (a SIZE-byte request, a 16-byte
 reply; raw-rr waits as rpmem's TCP transport does, spinning for up to 20 us
 before it sleeps in poll, on both sides; raw-rr-block blocks in recv and is
 shown for reference), from 64 KiB up the MB/s over a raw TCP stream written in SIZE-byte
-pieces; flush batches compare their MB/s with persist's. With more than one
+pieces; with --raw-disk, persists (and relaxed and deep ones) compare their
+calls/s with raw-dsync's; flush batches compare their MB/s with persist's. With more than one
 lane count, the table ends with each case's calls/s at every count and the
 ratio of each count to the one before it (lane scaling).
 
@@ -156,6 +163,7 @@ Options parse_options(int argc, char **argv) {
     kRemove = 256,
     kRawOnly,
     kNoRaw,
+    kRawDisk,
     kProgress,
     kNoProgress,
     kWideLanes,
@@ -182,6 +190,7 @@ Options parse_options(int argc, char **argv) {
       {"tls-pool-set", required_argument, nullptr, kTlsPoolSet},
       {"raw-only", no_argument, nullptr, kRawOnly},
       {"no-raw", no_argument, nullptr, kNoRaw},
+      {"raw-disk", required_argument, nullptr, kRawDisk},
       {"format", required_argument, nullptr, 'f'},
       {"progress", no_argument, nullptr, kProgress},
       {"no-progress", no_argument, nullptr, kNoProgress},
@@ -248,6 +257,9 @@ Options parse_options(int argc, char **argv) {
         break;
       case kNoRaw:
         o.raw = false, o.rpmem = true;
+        break;
+      case kRawDisk:
+        o.raw_disk = optarg;
         break;
       case 'f':
         if (!std::strcmp(optarg, "table"))

@@ -15,6 +15,7 @@
 #include "common/transport/tcp/socket_io.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -238,6 +239,64 @@ Workload RawClient::workload() {
       return ec.value();
     };
   }
+  return w;
+}
+
+}  // namespace rpmem_bench
+
+namespace rpmem_bench {
+
+namespace {
+constexpr size_t kDiskHdr = 4096;  // as the rpmem cases: offsets start past the pool header
+constexpr size_t kDiskPage = 4096;
+}  // namespace
+
+RawDisk::RawDisk(const std::string &dir, size_t file_size) : file_size_(file_size) {
+  path_ = dir + "/rpmem-bench-raw-dsync." + std::to_string(::getpid());
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_DSYNC | O_CLOEXEC, 0600);
+  if (fd_ < 0) throw std::runtime_error("raw-dsync: " + path_ + ": " + std::strerror(errno));
+  if (int err = ::posix_fallocate(fd_, 0, static_cast<off_t>(file_size))) {
+    ::close(fd_);
+    ::unlink(path_.c_str());
+    throw std::runtime_error("raw-dsync: allocating " + path_ + ": " + std::strerror(err));
+  }
+}
+
+RawDisk::~RawDisk() {
+  ::close(fd_);
+  ::unlink(path_.c_str());
+}
+
+Workload RawDisk::workload(size_t size, unsigned lanes, std::string &why) {
+  Workload w;
+  const size_t slice = (file_size_ - kDiskHdr) / lanes / kDiskPage * kDiskPage;
+  const size_t slots = slice / size;
+  if (slots == 0) {
+    why = "block larger than a lane's slice of the file (--pool-size)";
+    return w;
+  }
+  bufs_.clear();  // one buffer per lane, of this case's size
+  for (unsigned l = 0; l < lanes; ++l) {
+    bufs_.push_back(std::make_unique<uint8_t[]>(size));
+    for (size_t i = 0; i < size; ++i) bufs_.back()[i] = static_cast<uint8_t>(i * 131 + l);
+  }
+  const int fd = fd_;
+  std::vector<uint8_t *> bufs;
+  for (auto &b : bufs_) bufs.push_back(b.get());
+  w.op = [fd, bufs, slice, slots, size](unsigned lane, uint64_t i) {
+    const off_t off = static_cast<off_t>(kDiskHdr + lane * slice + (i % slots) * size);
+    bufs[lane][0] = static_cast<uint8_t>(i);
+    for (size_t done = 0; done < size;) {
+      const ssize_t n =
+          ::pwrite(fd, bufs[lane] + done, size - done, off + static_cast<off_t>(done));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return errno;
+      }
+      done += static_cast<size_t>(n);
+    }
+    return 0;
+  };
   return w;
 }
 

@@ -50,6 +50,26 @@ class RawClient {
   std::vector<std::unique_ptr<uint8_t[]>> bufs_;
 };
 
+// Durable writes on the file system of the pool (Op::kRawDsync): one file
+// of `file_size` bytes in `dir`, allocated with posix_fallocate as rpmemd
+// allocates a part, opened O_DSYNC; each lane pwrites `size` bytes at the
+// offsets the rpmem cases use. The file is removed when this is destroyed.
+class RawDisk {
+ public:
+  RawDisk(const std::string &dir, size_t file_size);  // throws std::runtime_error
+  ~RawDisk();
+  RawDisk(const RawDisk &) = delete;
+  RawDisk &operator=(const RawDisk &) = delete;
+  // Empty op (and `why`) when the block does not fit a lane's slice.
+  Workload workload(size_t size, unsigned lanes, std::string &why);
+
+ private:
+  std::string path_;
+  size_t file_size_;
+  int fd_ = -1;
+  std::vector<std::unique_ptr<uint8_t[]>> bufs_;
+};
+
 }  // namespace rpmem_bench
 
 #endif  // RPMEM_TOOLS_RPMEM_BENCH_RAW_H

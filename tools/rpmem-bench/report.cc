@@ -63,6 +63,11 @@ Baseline baseline_of(const Result &r, const std::vector<Result> &rs) {
     b.base = find(rs, Op::kPersist, r.c.size, 1);
     b.by_latency = true;
     b.name = "persist 1-lane";
+  } else if ((r.c.op == Op::kPersist || r.c.op == Op::kPersistRelaxed ||
+              r.c.op == Op::kDeepPersist) &&
+             find(rs, Op::kRawDsync, r.c.size, r.c.lanes)) {
+    b.base = find(rs, Op::kRawDsync, r.c.size, r.c.lanes);  // a pool on a disk
+    b.name = "raw dsync";
   } else if (r.c.size < kStreamFrom) {
     b.base = find(rs, Op::kRawRr, r.c.size, r.c.lanes);
     b.by_latency = true;
@@ -274,11 +279,15 @@ const char *op_name(Op op) {
       return "raw-rr-block";
     case Op::kRawStream:
       return "raw-stream";
+    case Op::kRawDsync:
+      return "raw-dsync";
   }
   return "?";
 }
 
-bool is_raw(Op op) { return op == Op::kRawRr || op == Op::kRawRrBlock || op == Op::kRawStream; }
+bool is_raw(Op op) {
+  return op == Op::kRawRr || op == Op::kRawRrBlock || op == Op::kRawStream || op == Op::kRawDsync;
+}
 
 Result summarize(const Case &c, std::vector<RunSamples> &runs) {
   Result r;

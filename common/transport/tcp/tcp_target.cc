@@ -19,7 +19,6 @@
 #include <openssl/x509.h>
 #include <poll.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -38,6 +37,8 @@ namespace {
 // Connections of one session in their hello at once; more are closed.
 constexpr size_t kMaxPendingHellos = 64;
 constexpr int kMaxEvents = 64;
+// Lane threads of a pool whose persists wait for a disk (at most one per lane).
+constexpr unsigned kDiskThreads = 16;
 
 // The address of a peer as text, an IPv4-mapped IPv6 address as IPv4.
 std::string numeric_address(const sockaddr_storage &ss) {
@@ -100,7 +101,10 @@ struct TcpTarget::Hello {
 };
 
 TcpTarget::TcpTarget(TargetPool &pool, TargetParams params)
-    : pool_(pool), params_(std::move(params)), admission_(params_.secret, params_.max_lanes) {
+    : pool_(pool),
+      params_(std::move(params)),
+      state_(params_.on_fatal),
+      admission_(params_.secret, params_.max_lanes) {
   params_.peer_address = normalized(params_.peer_address);
   asio::io_context io;
   tcp::acceptor acceptor(io);
@@ -129,28 +133,26 @@ TcpTarget::TcpTarget(TargetPool &pool, TargetParams params)
   listen_fd_ = acceptor.release();
   auto fail = [&](const char *what) {
     const int err = errno;
-    for (int fd : {listen_fd_, wake_fd_, epoll_fd_, spare_fd_})
+    for (int fd : {listen_fd_, epoll_fd_, spare_fd_})
       if (fd >= 0) ::close(fd);
     throw SetupError(err, std::string("data listener: ") + what + ": " + strerror(err));
   };
   if (set_nonblocking(listen_fd_, true)) fail("fcntl failed");
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd_ < 0) fail("eventfd failed");
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   if (epoll_fd_ < 0) fail("epoll_create1 failed");
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = &listen_fd_;
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev) != 0) fail("epoll_ctl failed");
-  ev.data.ptr = &wake_fd_;
-  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev) != 0) fail("epoll_ctl failed");
+  ev.data.ptr = &state_;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, state_.wake_fd(), &ev) != 0) fail("epoll_ctl failed");
   spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (spare_fd_ < 0) fail("cannot open /dev/null");
 }
 
 TcpTarget::~TcpTarget() {
   stop();
-  for (int fd : {listen_fd_, wake_fd_, epoll_fd_, spare_fd_})
+  for (int fd : {listen_fd_, epoll_fd_, spare_fd_})
     if (fd >= 0) ::close(fd);
 }
 
@@ -159,19 +161,14 @@ void TcpTarget::start() {
 }
 
 void TcpTarget::stop() noexcept {
-  if (stopping_.exchange(true)) return;
-  uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
+  if (!state_.request_stop()) return;
   if (listener_.joinable()) listener_.join();
   // The listener is gone: nobody hands over any more.
   for (auto &server : servers_)
     if (server) server->stop();
 }
 
-void TcpTarget::fatal(const std::string &why) {
-  RPMEM_LOG_ERR("%s", why.c_str());
-  if (!fatal_sent_.exchange(true) && params_.on_fatal) params_.on_fatal(why);
-}
+void TcpTarget::fatal(const std::string &why) { state_.fatal(why); }
 
 void TcpTarget::run() noexcept {
   try {
@@ -185,7 +182,7 @@ void TcpTarget::run() noexcept {
 
 void TcpTarget::loop() {
   epoll_event events[kMaxEvents];
-  while (!stopping_.load()) {
+  while (!state_.stopping()) {
     int timeout = -1;
     const auto now = Clock::now();
     for (size_t i = 0; i < hellos_.size();) {  // at most kMaxPendingHellos
@@ -204,9 +201,9 @@ void TcpTarget::loop() {
       if (errno == EINTR) continue;
       return fatal(std::string("data listener: epoll_wait failed: ") + strerror(errno));
     }
-    for (int i = 0; i < n && !stopping_.load(); ++i) {
+    for (int i = 0; i < n && !state_.stopping(); ++i) {
       void *tag = events[i].data.ptr;
-      if (tag == &wake_fd_) return;
+      if (tag == &state_) return;
       if (tag == &listen_fd_) {
         accept_ready();
         continue;
@@ -384,7 +381,7 @@ void TcpTarget::hello_ready(Hello &h) {
   }
   // PMDK's line, once every lane is in (logged before the last reply, so
   // that it comes before anything the client does next).
-  if (++admitted_ == hello->nlanes) RPMEM_LOG_INFO("in-band connection established");
+  state_.lane_in(hello->nlanes);
   // Eight bytes into the empty send buffer of a new connection: the send
   // takes them whole or the connection is already gone.
   uint8_t yes[proto::kLaneHelloReplySize] = {};
@@ -411,7 +408,12 @@ void TcpTarget::hello_ready(Hello &h) {
 void TcpTarget::hand_over(std::unique_ptr<ByteStream> stream, unsigned lane) {
   if (nservers_ == 0) {
     const unsigned nlanes = admission_.session_nlanes();
-    const unsigned cap = params_.nthreads ? params_.nthreads : usable_cpus();
+    // A thread per CPU computes; on a disk, persists mostly wait for the
+    // device, so more threads keep more writes in flight (as many writers
+    // would), while SpinSlots keeps the spinning to one per CPU.
+    const unsigned cap = params_.nthreads                   ? params_.nthreads
+                         : pool_.persist_waits_for_device() ? std::max(usable_cpus(), kDiskThreads)
+                                                            : usable_cpus();
     nservers_ = std::clamp(std::min(nlanes, cap), 1u, params_.max_lanes);
     servers_.resize(nservers_);
     RPMEM_LOG_INFO("%u lanes served by %u worker thread%s", nlanes, nservers_,

@@ -15,6 +15,7 @@
 #include "common/refusal_log.h"
 #include "common/transport/copy_words.h"
 #include "common/transport/lane_admission.h"
+#include "common/transport/target_state.h"
 #include "common/transport/transport.h"
 
 #include <atomic>
@@ -64,21 +65,17 @@ class TcpTarget final : public Target {
 
   TargetPool &pool_;
   TargetParams params_;
+  TargetState state_;  // stop, fatal, all lanes in
   LaneAdmission admission_;
   int listen_fd_ = -1;
-  int wake_fd_ = -1;   // eventfd that stops the listener
   int epoll_fd_ = -1;  // the listener's event loop
   int spare_fd_ = -1;  // given up to accept-and-close when out of descriptors
   uint16_t port_ = 0;
-
-  std::atomic<bool> stopping_{false};
-  std::atomic<bool> fatal_sent_{false};
 
   // The listener thread's own until it is joined.
   std::vector<std::unique_ptr<Hello>> hellos_;
   std::vector<std::unique_ptr<LaneServer>> servers_;
   unsigned nservers_ = 0;                // fixed with the lane count
-  unsigned admitted_ = 0;                // lanes admitted
   std::set<std::string> refusal_texts_;  // declared before refusals_: outlives it
   RefusalLog refusals_{"data connection"};
   std::thread listener_;

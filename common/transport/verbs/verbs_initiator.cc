@@ -21,9 +21,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr uint64_t kMaxWrite = 1ull << 30;    // bytes per WRITE work request
-constexpr size_t kBounceSize = 256 * 1024;    // rpmem_read chunk
-constexpr unsigned kSpins = 100;              // CQ polls before sleeping
+constexpr uint64_t kMaxWrite = 1ull << 30;  // bytes per WRITE work request
+constexpr size_t kBounceSize = 256 * 1024;  // rpmem_read chunk
+constexpr unsigned kSpins = 100;            // CQ polls before sleeping
 enum WrId : uint64_t { kWrWrite = 1, kWrSend = 2, kWrRecv = 4, kWrRead = 8 };
 
 // What the lanes of one pool share; released with the last lane.
@@ -53,6 +53,7 @@ class VerbsLane final : public InitiatorLane {
         raddr_(remote.raddr),
         rkey_(remote.rkey),
         max_inline_(std::min<uint32_t>(remote.max_inline, kMaxInline)),
+        staged_((remote.flags & kInfoStaged) != 0),
         wq_size_(wq_size),
         timeout_ms_(timeout_ms),
         ranges_(max_inline_ / kRangeSize) {}
@@ -92,7 +93,11 @@ class VerbsLane final : public InitiatorLane {
   std::error_code write(DataOp op, uint64_t offset, uint64_t length,
                         bool relaxed) noexcept override {
     if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
-    if (op == DataOp::kFlush) {  // relaxed or not: posted, durable at drain
+    // Posted, durable at drain: a relaxed flush, and a flags-0 one when the
+    // target copies RDMA writes into the pool with whole-word stores. On a
+    // pmem target a NIC's write keeps no such promise: a flags-0 flush goes
+    // inline, as a persist (synchronous, as PMDK's).
+    if (op == DataOp::kFlush && (relaxed || staged_)) {
       if (auto ec = post_writes(offset, length)) return ec;
       if (method_->tracks_ranges()) ranges_.add(offset, length);
       return {};
@@ -123,8 +128,8 @@ class VerbsLane final : public InitiatorLane {
     auto *out = static_cast<uint8_t *>(dst);
     while (length > 0) {
       const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(length, kBounceSize));
-      if (auto ec = post_read(id_->qp, kWrRead, bounce_buf(), chunk, buf_mr_->lkey,
-                              raddr_ + offset, rkey_))
+      if (auto ec = post_read(id_->qp, kWrRead, bounce_buf(), chunk, buf_mr_->lkey, raddr_ + offset,
+                              rkey_))
         return fail("ibv_post_send(RDMA READ)", ec);
       if (auto ec = wait_for(kWrRead)) return ec;
       std::memcpy(out, bounce_buf(), chunk);
@@ -228,8 +233,7 @@ class VerbsLane final : public InitiatorLane {
         return fail(nullptr, errc(ECONNRESET));
       }
       pollfd p[2] = {{fd_of(comp_.get()), POLLIN, 0}, {fd_of(channel_.get()), POLLIN, 0}};
-      if (::poll(p, 2, static_cast<int>(std::min<long long>(left, 100)) + 1) < 0 &&
-          errno != EINTR)
+      if (::poll(p, 2, static_cast<int>(std::min<long long>(left, 100)) + 1) < 0 && errno != EINTR)
         return fail("poll", last_errc());
       if (p[1].revents) {
         CmEvent ev;
@@ -256,6 +260,7 @@ class VerbsLane final : public InitiatorLane {
   uint64_t raddr_;
   uint32_t rkey_;
   uint32_t max_inline_;
+  bool staged_;  // the target stages RDMA writes (kInfoStaged)
   unsigned wq_size_;
   int timeout_ms_;
   unsigned unsignaled_ = 0;
@@ -304,8 +309,7 @@ Result<sockaddr_storage> destination(const InitiatorParams &params, const Provid
   addrinfo *res = nullptr;
   const std::string port = std::to_string(params.port);
   if (int rc = ::getaddrinfo(params.host.c_str(), port.c_str(), &hints, &res); rc != 0)
-    return Error{errc(EHOSTUNREACH),
-                 "cannot resolve '" + params.host + "': " + ::gai_strerror(rc)};
+    return Error{errc(EHOSTUNREACH), "cannot resolve '" + params.host + "': " + ::gai_strerror(rc)};
   std::memcpy(&ss, res->ai_addr, res->ai_addrlen);
   ::freeaddrinfo(res);
   if (!is_loopback(reinterpret_cast<sockaddr *>(&ss)) || info.family == 0) return ss;
@@ -381,9 +385,8 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
       return Error{ec, "cannot create the queue pair of " + name};
     const size_t bsize = VerbsLane::buffer_size(max_inline);
     lane->buf_ = std::make_unique<uint8_t[]>(bsize);
-    auto bmr =
-        register_memory(shared->pd.get(), lane->buf_.get(), bsize, IBV_ACCESS_LOCAL_WRITE,
-                        "lane buffers");
+    auto bmr = register_memory(shared->pd.get(), lane->buf_.get(), bsize, IBV_ACCESS_LOCAL_WRITE,
+                               "lane buffers");
     if (!bmr) return bmr.error();
     lane->buf_mr_ = std::move(bmr.value());
     if (auto ec = lane->post_reply_buffer()) return Error{ec, "ibv_post_recv failed for " + name};
@@ -398,8 +401,7 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
     std::error_code ec = connect(lane->id_.get(), pdata, sizeof(pdata));
     if (!ec)
       ec = expect_event(lane->channel_.get(), RDMA_CM_EVENT_ESTABLISHED, timeout_ms, "connect");
-    if (ec)
-      return Error{errc(ECONNRESET), name + " refused by the target: " + ec.message()};
+    if (ec) return Error{errc(ECONNRESET), name + " refused by the target: " + ec.message()};
     lanes.push_back(std::move(lane));
   }
   RPMEM_LOG_INFO("verbs: %u lanes connected, %s, work queue %u", params.nlanes,

@@ -9,7 +9,7 @@
 
 #include <arpa/inet.h>
 #include <poll.h>
-#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -43,7 +43,10 @@ struct VerbsTarget::Lane {
 };
 
 VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
-    : pool_(pool), params_(std::move(params)), admission_(params_.secret, params_.max_lanes) {
+    : pool_(pool),
+      params_(std::move(params)),
+      state_(params_.on_fatal),
+      admission_(params_.secret, params_.max_lanes) {
   sockaddr_storage ss{};
   ProviderInfo info;
   info.method = params_.persist_method;
@@ -91,28 +94,41 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
   auto pd = alloc_pd(ctx_);
   if (!pd) throw SetupError(pd.error().code.value(), pd.error().message);
   pd_ = std::move(pd.value());
-  auto mr = register_memory(
-      pd_.get(), pool_.base(), pool_.size(),
-      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ, "the pool");
+  uint8_t *landing = pool_.base();
+  if (!pool_.is_pmem()) {
+    void *p =
+        ::mmap(nullptr, pool_.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      throw SetupError(errno, "verbs: cannot allocate a staging buffer of " +
+                                  std::to_string(pool_.size()) + " bytes");
+    staging_ = Staging(static_cast<uint8_t *>(p), Unmap{pool_.size()});
+    std::memcpy(staging_.get(), pool_.base(), pool_.size());  // RDMA READs see the pool
+    landing = staging_.get();
+    info.method = proto::PersistMethod::kGpspm;  // APM would bypass the copy
+    if (params_.client_minor >= proto::kMinorStaged) info.flags = kInfoStaged;
+  }
+  auto mr =
+      register_memory(pd_.get(), landing, pool_.size(),
+                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
+                      staging_ ? "the staging buffer" : "the pool");
   if (!mr) throw SetupError(mr.error().code.value(), mr.error().message);
   pool_mr_ = std::move(mr.value());
-  info.raddr = reinterpret_cast<uintptr_t>(pool_.base());
+  info.raddr = reinterpret_cast<uintptr_t>(landing);
   info.rkey = pool_mr_->rkey;
   info.max_inline = kMaxInline;
   provider_data_ = encode(info);
 
-  wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
-  if (wake_fd_ < 0) throw SetupError(errno, "eventfd failed");
-  RPMEM_LOG_INFO("verbs: listening on %s port %u, device %s, %s",
+  RPMEM_LOG_INFO("verbs: listening on %s port %u, device %s, %s, RDMA writes into %s",
                  params_.listen_address.empty() ? "*" : params_.listen_address.c_str(), port_,
                  ibv_get_device_name(ctx_->device),
-                 info.method == proto::PersistMethod::kApm ? "APM" : "GPSPM");
+                 info.method == proto::PersistMethod::kApm ? "APM" : "GPSPM",
+                 staging_ ? "a staging buffer" : "the pool");
 }
 
 VerbsTarget::~VerbsTarget() {
   stop();
-  if (wake_fd_ >= 0) ::close(wake_fd_);
   pool_mr_.reset();
+  staging_.reset();  // after the region that registered it
   pd_.reset();
   listen_id_.reset();
   channel_.reset();
@@ -123,9 +139,7 @@ void VerbsTarget::start() {
 }
 
 void VerbsTarget::stop() noexcept {
-  if (stopping_.exchange(true)) return;
-  uint64_t one = 1;
-  [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));  // stays readable: wakes all
+  if (!state_.request_stop()) return;
   if (acceptor_.joinable()) acceptor_.join();
   std::vector<std::thread> threads;
   {
@@ -135,20 +149,23 @@ void VerbsTarget::stop() noexcept {
   for (auto &t : threads) t.join();
 }
 
-void VerbsTarget::fatal(const std::string &why) {
-  RPMEM_LOG_ERR("%s", why.c_str());
-  if (!fatal_sent_.exchange(true) && params_.on_fatal) params_.on_fatal(why);
+void VerbsTarget::pool_changed(size_t offset, size_t length) noexcept {
+  // RDMA READs come from the staging buffer: it takes the new bytes too.
+  if (staging_ && offset <= pool_.size() && length <= pool_.size() - offset)
+    std::memcpy(staging_.get() + offset, pool_.base() + offset, length);
 }
+
+void VerbsTarget::fatal(const std::string &why) { state_.fatal(why); }
 
 void VerbsTarget::accept_loop() {
   for (;;) {
-    pollfd p[2] = {{fd_of(channel_.get()), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    pollfd p[2] = {{fd_of(channel_.get()), POLLIN, 0}, {state_.wake_fd(), POLLIN, 0}};
     if (::poll(p, 2, -1) < 0) {
       if (errno == EINTR) continue;
       fatal(std::string("verbs listener: poll failed: ") + strerror(errno));
       return;
     }
-    if (p[1].revents || stopping_.load()) return;
+    if (p[1].revents || state_.stopping()) return;
     CmEvent ev;
     while (!next_event(channel_.get(), 0, ev)) {
       if (ev.type == RDMA_CM_EVENT_CONNECT_REQUEST)
@@ -214,8 +231,7 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
       err = "ibv_post_recv: " + ec.message();
   if (err.empty())
     if (auto ec = arm(lane->cq.get())) err = "ibv_req_notify_cq: " + ec.message();
-  if (err.empty() && admitted_.fetch_add(1) + 1 == cd->nlanes)
-    RPMEM_LOG_INFO("in-band connection established");  // PMDK's line, once all lanes are in
+  if (err.empty()) state_.lane_in(cd->nlanes);
   if (err.empty())
     if (auto ec = accept(id.get())) err = "rdma_accept: " + ec.message();
   if (!err.empty()) {
@@ -245,7 +261,8 @@ void VerbsTarget::lane_loop(Lane &lane) {
     // behind the next request in this batch, and serve() waits for it.
     for (int i = 0; i < n; ++i) {
       if (!wc[i].ok) {
-        if (!stopping_.load()) RPMEM_LOG_INFO("verbs lane %u closed: %s", lane.index, wc[i].status);
+        if (!state_.stopping())
+          RPMEM_LOG_INFO("verbs lane %u closed: %s", lane.index, wc[i].status);
         disconnect(lane.id.get());
         return;
       }
@@ -265,9 +282,9 @@ void VerbsTarget::lane_loop(Lane &lane) {
     }
     pollfd p[3] = {{fd_of(lane.comp.get()), POLLIN, 0},
                    {fd_of(lane.channel.get()), POLLIN, 0},
-                   {wake_fd_, POLLIN, 0}};
+                   {state_.wake_fd(), POLLIN, 0}};
     if (::poll(p, 3, -1) < 0 && errno != EINTR) return fatal("verbs lane: poll failed");
-    if (p[2].revents || stopping_.load()) {
+    if (p[2].revents || state_.stopping()) {
       disconnect(lane.id.get());
       return;
     }
@@ -307,18 +324,24 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
         fatal(who + ": drain " + why);
         return false;
       }
-      auto ec = pool_.persist(off, len, false);
+      auto ec = persist_written(off, len, false);
       if (ec && !status) status = ec;
     }
-  } else {
-    if (const char *why = pool_.refusal(h->offset, h->length, h->flags & kMsgInline)) {
+  } else if (h->flags & kMsgInline) {
+    if (const char *why = pool_.refusal(h->offset, h->length, true)) {
       fatal(who + ": " + why);
       return false;
     }
-    if (h->flags & kMsgInline) {
-      copy_words(pool_.base() + h->offset, msg + kMsgHeaderSize, h->length);
-    }
+    const uint8_t *data = msg + kMsgHeaderSize;
+    copy_words(pool_.base() + h->offset, data, h->length);
+    if (staging_) std::memcpy(staging_.get() + h->offset, data, h->length);  // for RDMA READs
     status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
+  } else {
+    if (const char *why = pool_.refusal(h->offset, h->length, false)) {
+      fatal(who + ": " + why);
+      return false;
+    }
+    status = persist_written(h->offset, h->length, h->op == MsgOp::kDeepPersist);
   }
   // The next request may come as soon as the reply is out: receive first.
   if (auto ec = post_recv(lane.id->qp, kWrRecv, lane.buf.get(), kRecvSize, lane.mr->lkey)) {
@@ -330,7 +353,7 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
     const int n = poll(lane.cq.get(), wc, 1);
     if (n < 0 || (n == 1 && !wc[0].ok)) return false;
     if (n == 1 && wc[0].wr_id == kWrReply) lane.reply_busy = false;
-    if (stopping_.load()) return false;
+    if (state_.stopping()) return false;
   }
   encode_reply(static_cast<uint32_t>(status.value()), lane.reply_buf());
   if (auto ec = post_send(lane.id->qp, kWrReply, lane.reply_buf(), kReplySize, lane.mr->lkey)) {
@@ -339,6 +362,18 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
   }
   lane.reply_busy = true;
   return true;
+}
+
+std::error_code VerbsTarget::persist_written(uint64_t offset, uint64_t length, bool deep) noexcept {
+  // Whole-word stores: a flags-0 flush keeps its 8-byte atomicity. Bytes of
+  // the pool header never get here: refusal() keeps writes out of it, and
+  // a range that only names it has nothing to copy.
+  if (staging_ && length > 0) {
+    const uint64_t from = std::max<uint64_t>(offset, pool_.writable_from());
+    if (from < offset + length)
+      copy_words(pool_.base() + from, staging_.get() + from, offset + length - from);
+  }
+  return pool_.persist(offset, length, deep);
 }
 
 }  // namespace rpmem::transport::verbs

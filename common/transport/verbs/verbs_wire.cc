@@ -32,7 +32,8 @@ proto::Bytes encode(const ProviderInfo &info) {
   put(&b[16], info.rkey, 4);
   put(&b[20], info.max_inline, 4);
   put(&b[24], info.family, 2);
-  // 26..31 reserved
+  b[26] = info.flags;
+  // 27..31 reserved
   std::memcpy(&b[32], info.addr.data(), 16);
   return b;
 }
@@ -51,7 +52,9 @@ std::optional<ProviderInfo> decode_provider_info(std::span<const uint8_t> b) {
   info.family = static_cast<uint16_t>(get(&b[24], 2));
   if (info.max_inline < 64 || info.max_inline > (1u << 20)) return std::nullopt;
   if (info.family != 0 && info.family != AF_INET && info.family != AF_INET6) return std::nullopt;
-  for (int i = 26; i < 32; ++i)
+  info.flags = b[26];
+  if ((info.flags & ~kInfoStaged) != 0) return std::nullopt;
+  for (int i = 27; i < 32; ++i)
     if (b[i] != 0) return std::nullopt;
   std::memcpy(info.addr.data(), &b[32], 16);
   return info;

@@ -33,7 +33,12 @@ struct ProviderInfo {
   // daemon runs on the same machine.
   uint16_t family = 0;  // AF_INET or AF_INET6
   std::array<uint8_t, 16> addr{};
+  uint8_t flags = 0;  // kInfoStaged; sent only to clients of minor >= kMinorStaged
 };
+// RDMA WRITEs land in a buffer of the daemon, which copies them into the
+// pool with whole-word stores when they are persisted or drained: a
+// flags-0 flush by RDMA WRITE keeps 8-byte failure atomicity.
+inline constexpr uint8_t kInfoStaged = 1;
 inline constexpr size_t kProviderInfoSize = 48;
 proto::Bytes encode(const ProviderInfo &info);
 std::optional<ProviderInfo> decode_provider_info(std::span<const uint8_t> b);

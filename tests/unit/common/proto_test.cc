@@ -164,7 +164,7 @@ TEST(ProtoHello, EncodesGoldenBytes) {
 
 TEST(ProtoHello, DefaultsCarryProtocolVersion) {
   const Bytes golden = {0x01, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x01, 0x00,
-                        0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
+                        0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
   Hello m;
   m.transports = transport_bit(TransportKind::kTcp);
   EXPECT_EQ(encode(m), golden);
@@ -394,7 +394,7 @@ TEST(ProtoPoolResponse, RoundTrips) {
   EXPECT_EQ(d->provider_data, m.provider_data);
 }
 
-TEST(ProtoPoolResponse, WithoutTheExtensionIsWhatAMinor1ClientDecodes) {
+TEST(ProtoPoolResponse, WithoutTheExtensionIsWhatAnOlderClientDecodes) {
   PoolResponse m = sample_response();
   Bytes plain = encode(m);
   m.extended = true;
@@ -422,7 +422,7 @@ TEST(ProtoPoolResponse, RoundTripsTheLaneSecurityExtension) {
   EXPECT_TRUE(d->extended);
   EXPECT_EQ(d->lane_flags, kLaneTls);
   EXPECT_EQ(d->lane_psk, m.lane_psk);
-  // Without the extension it is what a minor-1 daemon sends; any part of
+  // Without the extension it is what an older daemon sends; any part of
   // the extension, or a byte more, is refused.
   const Bytes p(f.begin() + kFrameHeaderSize, f.end());
   const size_t base = p.size() - 8 - 32;

@@ -796,6 +796,31 @@ TEST_F(TcpTargetAtomicityTest, PersistHoldsBackPartlyReceivedWord) {
   expect_all_new();
 }
 
+// The same promise for the other flags-0 writes: a deep persist, and a
+// flush (made durable by the drain).
+TEST_F(TcpTargetAtomicityTest, DeepPersistAndFlushHoldBackPartlyReceivedWord) {
+  for (DataOp op : {DataOp::kDeepPersist, DataOp::kFlush}) {
+    SCOPED_TRACE(op == DataOp::kFlush ? "flush" : "deep persist");
+    for (size_t i = 0; i < kAtomWords; ++i) {
+      uint64_t o = old_word(i);
+      std::memcpy(pool_->base() + kAtomOff + 8 * i, &o, 8);
+    }
+    ASSERT_FALSE(raw_request(fd_, {op, 0, kAtomOff, kAtomLen}));
+    ASSERT_FALSE(tcp::send_all(fd_, payload_.data(), 8 * 3 + 5, kIoMs));
+    std::this_thread::sleep_for(50ms);
+    EXPECT_EQ(pool_word(3), old_word(3)) << "a word was written from 5 of its 8 bytes";
+    ASSERT_FALSE(tcp::send_all(fd_, payload_.data() + 8 * 3 + 5, kAtomLen - (8 * 3 + 5), kIoMs));
+    if (op == DataOp::kFlush) {
+      ASSERT_FALSE(raw_request(fd_, {DataOp::kDrain, 0, 0, 0}));
+    }
+    auto reply = raw_reply(fd_);
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, 0u);
+    EXPECT_EQ(reply->op, op == DataOp::kFlush ? DataOp::kDrain : op);
+    expect_all_new();
+  }
+}
+
 // The detector's own check: a relaxed persist promises no atomicity, and
 // the TCP target writes its bytes as they arrive, so the same partial send
 // shows a mixed word. (If relaxed persists ever become word-atomic too, this

@@ -3,8 +3,9 @@
 // messages and replies) against golden bytes and malformed input, and the
 // flushed-range bookkeeping of GPSPM lanes. No RDMA device needed.
 #ifdef RPMEM_HAVE_VERBS
-#include "common/transport/flush_ranges.h"
 #include "common/transport/verbs/verbs_wire.h"
+
+#include "common/transport/flush_ranges.h"
 
 #include <gtest/gtest.h>
 
@@ -22,6 +23,7 @@ TEST(VerbsWire, ProviderInfoRoundTripsLittleEndian) {
   in.rkey = 0xa1b2c3d4;
   in.family = AF_INET;
   in.addr = {10, 0, 2, 15};
+  in.flags = kInfoStaged;
   auto b = encode(in);
   ASSERT_EQ(b.size(), kProviderInfoSize);
   EXPECT_EQ(b[0], 1);     // version
@@ -37,12 +39,15 @@ TEST(VerbsWire, ProviderInfoRoundTripsLittleEndian) {
   EXPECT_EQ(out->max_inline, kMaxInline);
   EXPECT_EQ(out->family, AF_INET);
   EXPECT_EQ(out->addr, in.addr);
+  EXPECT_EQ(out->flags, kInfoStaged);
+  EXPECT_EQ(b[26], kInfoStaged);
 }
 
 TEST(VerbsWire, MalformedProviderInfoIsRefused) {
   auto good = encode(ProviderInfo{});
   EXPECT_FALSE(decode_provider_info({good.data(), good.size() - 1}));
-  for (size_t at : {0u, 4u, 22u, 24u, 27u}) {  // version, method, max_inline, family, reserved
+  // version, method, max_inline, family, an unknown flag, reserved
+  for (size_t at : {0u, 4u, 22u, 24u, 26u, 27u}) {
     auto b = good;
     b[at] ^= 0x40;
     EXPECT_FALSE(decode_provider_info(b)) << "byte " << at;

@@ -483,9 +483,11 @@ TEST_F(ConfigTest, LaneGrantPeerTimeoutAndServiceCaps) {
   EXPECT_EQ(d.max_per_address, 16u);
   EXPECT_EQ(d.max_sessions, 512u);
   EXPECT_EQ(d.max_sessions_per_client, 64u);
+  EXPECT_EQ(d.max_lanes_per_client, 1024u);
   Config c = parse_text(
       "max-lanes = 1024\npeer-timeout = 0\nmax-handshakes = 5\nmax-connections = 6\n"
-      "max-per-address = 7\nmax-sessions = 8\nmax-sessions-per-client = 9\n");
+      "max-per-address = 7\nmax-sessions = 8\nmax-sessions-per-client = 9\n"
+      "max-lanes-per-client = 10\n");
   EXPECT_EQ(c.max_lanes, 1024u);
   EXPECT_EQ(c.peer_timeout, std::chrono::seconds(0));
   EXPECT_EQ(c.max_handshakes, 5u);
@@ -493,10 +495,13 @@ TEST_F(ConfigTest, LaneGrantPeerTimeoutAndServiceCaps) {
   EXPECT_EQ(c.max_per_address, 7u);
   EXPECT_EQ(c.max_sessions, 8u);
   EXPECT_EQ(c.max_sessions_per_client, 9u);
+  EXPECT_EQ(c.max_lanes_per_client, 10u);
+  EXPECT_EQ(parse({"--max-lanes-per-client", "11"}).max_lanes_per_client, 11u);
   EXPECT_EQ(parse({"--max-lanes", "3", "--peer-timeout", "10"}).max_lanes, 3u);
   // A bound below the client's keepalive period would end healthy sessions.
-  for (const char *bad : {"max-lanes = 0", "max-lanes = 1025", "peer-timeout = 9",
-                          "peer-timeout = -1", "max-sessions = 0", "max-handshakes = many"})
+  for (const char *bad :
+       {"max-lanes = 0", "max-lanes = 1025", "peer-timeout = 9", "peer-timeout = -1",
+        "max-sessions = 0", "max-handshakes = many", "max-lanes-per-client = 0"})
     EXPECT_EQ(text_error(bad).code().value(), EINVAL) << bad;
 }
 

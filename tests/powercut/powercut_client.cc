@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The power-cut test's client: creates the two-part pool of schedule.h on
+// TARGET through rpmemd (RPMEM_SSH / RPMEM_CMD as set by the caller), then
+// runs the seeded schedule with one thread per lane until each lane has run
+// MAX_STEPS steps or the power goes. On stdout, with one write(2) per line so
+// that each line reaches the console whole and at once:
+//   start seed=S lanes=L size=P
+//   issue LANE INDEX KIND OFFSET LENGTH FLAGS   before a write is handed over
+//   ack LANE INDEX                              the call returned 0: every
+//                                               write of LANE up to INDEX is
+//                                               acknowledged
+//   done | error ...
+//   powercut_client TARGET POOL_SET SEED LANES MAX_STEPS
+#include "tests/powercut/schedule.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "librpmem.h"
+
+namespace {
+
+void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void say(const char *fmt, ...) {
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = std::vsnprintf(line, sizeof line - 1, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  size_t len = std::min(static_cast<size_t>(n), sizeof line - 2);
+  line[len++] = '\n';
+  for (size_t done = 0; done < len;) {
+    ssize_t w = ::write(STDOUT_FILENO, line + done, len - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    done += static_cast<size_t>(w);
+  }
+}
+
+[[noreturn]] void fail(unsigned lane, uint64_t index, const char *what) {
+  say("error lane %u index %" PRIu64 " %s: %s (errno %d)", lane, index, what, rpmem_errormsg(),
+      errno);
+  std::_Exit(1);
+}
+
+void run_lane(RPMEMpool *rpp, uint8_t *pool, uint64_t seed, unsigned lane, unsigned lanes,
+              unsigned long max_steps) {
+  powercut::LaneSchedule schedule(seed, lane, lanes);
+  for (unsigned long n = 0; n < max_steps; ++n) {
+    const powercut::Step s = schedule.next();
+    if (s.blocks.empty()) continue;
+    for (const powercut::Block &b : s.blocks) {
+      powercut::Content(seed, lane, b.index).fill(pool, b.off, b.len);
+      say("issue %u %" PRIu64 " %s %zu %zu %u", lane, b.index, powercut::kind_name(s.kind), b.off,
+          b.len, b.flush_flags);
+      int r = 0;
+      switch (s.kind) {
+        case powercut::Kind::kPersist:
+          r = rpmem_persist(rpp, b.off, b.len, lane, 0);
+          break;
+        case powercut::Kind::kPersistRelaxed:
+          r = rpmem_persist(rpp, b.off, b.len, lane, RPMEM_PERSIST_RELAXED);
+          break;
+        case powercut::Kind::kDeepPersist:
+          r = rpmem_deep_persist(rpp, b.off, b.len, lane);
+          break;
+        case powercut::Kind::kFlushBatch:
+          r = rpmem_flush(rpp, b.off, b.len, lane, b.flush_flags);
+          break;
+      }
+      if (r != 0) fail(lane, b.index, powercut::kind_name(s.kind));
+    }
+    if (s.kind == powercut::Kind::kFlushBatch && rpmem_drain(rpp, lane, 0) != 0)
+      fail(lane, s.blocks.back().index, "drain");
+    say("ack %u %" PRIu64, lane, s.blocks.back().index);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: %s TARGET POOL_SET SEED LANES MAX_STEPS\n", argv[0]);
+    return 2;
+  }
+  const uint64_t seed = std::strtoull(argv[3], nullptr, 10);
+  unsigned lanes = static_cast<unsigned>(std::strtoul(argv[4], nullptr, 10));
+  const unsigned long max_steps = std::strtoul(argv[5], nullptr, 10);
+  if (lanes == 0) return 2;
+
+  void *addr = ::mmap(nullptr, powercut::kPoolSize, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (addr == MAP_FAILED) return 1;
+  auto *pool = static_cast<uint8_t *>(addr);
+
+  rpmem_pool_attr attr{};
+  std::memcpy(attr.signature, "PWRCUT", 6);
+  attr.major = 1;
+  unsigned nlanes = lanes;
+  RPMEMpool *rpp = rpmem_create(argv[1], argv[2], pool, powercut::kPoolSize, &nlanes, &attr);
+  if (rpp == nullptr) {
+    say("error create: %s (errno %d)", rpmem_errormsg(), errno);
+    return 1;
+  }
+  lanes = std::min(lanes, nlanes);
+  say("start seed=%" PRIu64 " lanes=%u size=%zu", seed, lanes, powercut::kPoolSize);
+
+  std::vector<std::thread> threads;
+  for (unsigned lane = 0; lane < lanes; ++lane)
+    threads.emplace_back(run_lane, rpp, pool, seed, lane, lanes, max_steps);
+  for (auto &t : threads) t.join();
+  if (rpmem_close(rpp) != 0) {
+    say("error close: %s", rpmem_errormsg());
+    return 1;
+  }
+  say("done");
+  return 0;
+}
