@@ -31,6 +31,9 @@ using Clock = std::chrono::steady_clock;
 
 // Bytes of small iovecs gathered into one record: a TLS record's payload.
 constexpr size_t kStage = 16 * 1024;
+// Bytes one SSL_write_ex takes at most, so that a KeyUpdate falls between
+// the records of a large request.
+constexpr size_t kMaxWrite = 1 << 20;
 
 // The PSK's identity: the key itself is per session, so one name will do.
 constexpr unsigned char kPskIdentity[] = "rpmem lane";
@@ -322,6 +325,7 @@ std::shared_ptr<SSL_CTX> make_psk_context(bool server, std::span<const uint8_t> 
 
 bool attach_socket(SSL *ssl, int fd) noexcept {
   SSL_set_read_ahead(ssl, 1);
+  SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   if (kernel_tls().available) {
     if (SSL_set_fd(ssl, fd) != 1) return false;
     SSL_set_options(ssl, SSL_OP_ENABLE_KTLS);
@@ -354,7 +358,8 @@ std::error_code handshake_step(SSL *ssl, short &want, const char *&why) noexcept
   return ec ? ec : errc(EPROTO);
 }
 
-TlsStream::TlsStream(SSL *ssl, int fd) noexcept : ssl_(ssl), fd_(fd) {}
+TlsStream::TlsStream(SSL *ssl, int fd, uint64_t key_update_bytes) noexcept
+    : ssl_(ssl), fd_(fd), key_update_bytes_(key_update_bytes) {}
 
 TlsStream::~TlsStream() {
   SSL_free(ssl_);
@@ -392,7 +397,7 @@ std::error_code TlsStream::send_nowait(iovec *&iov, int &n) noexcept {
     // What to write now. The choice depends only on the iovecs, so a write
     // retried after SSL_ERROR_WANT_WRITE offers the same bytes again.
     const void *p = iov[0].iov_base;
-    size_t len = iov[0].iov_len;
+    size_t len = std::min(iov[0].iov_len, kMaxWrite);
     if (n > 1 && len < kStage) {
       if (!stage_) {
         stage_.reset(new (std::nothrow) uint8_t[kStage]);
@@ -419,6 +424,13 @@ std::error_code TlsStream::send_nowait(iovec *&iov, int &n) noexcept {
       return map_ssl(ssl_, rc, want);  // {}: the socket is full, n > 0
     }
     advance(iov, n, written);
+    sent_under_key_ += written;
+    if (sent_under_key_ >= key_update_bytes_) {
+      // Our sending key only: the peer need not answer (it moves on its
+      // own count). The KeyUpdate goes out before the next record.
+      if (SSL_key_update(ssl_, SSL_KEY_UPDATE_NOT_REQUESTED) == 1) sent_under_key_ = 0;
+      ERR_clear_error();
+    }
   }
   return {};
 }

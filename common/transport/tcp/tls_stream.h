@@ -66,11 +66,18 @@ bool attach_socket(SSL *ssl, int fd) noexcept;
 // static string).
 std::error_code handshake_step(SSL *ssl, short &want, const char *&why) noexcept;
 
+// Bytes a lane sends under one key before it moves to the next (a TLS 1.3
+// KeyUpdate): AES-GCM keys must not seal more than about 2^24.5 full
+// records (RFC 8446, 5.5), 380 GiB; a lane at 1 GB/s gets there in six
+// minutes.
+inline constexpr uint64_t kKeyUpdateBytes = uint64_t{64} << 30;
+
 // A connected, non-blocking socket carrying TLS; owns both.
 class TlsStream final : public ByteStream {
  public:
-  // `ssl` has completed its handshake on `fd`.
-  TlsStream(SSL *ssl, int fd) noexcept;
+  // `ssl` will complete its handshake on `fd`. `key_update_bytes`: sent
+  // under one key before the next KeyUpdate.
+  TlsStream(SSL *ssl, int fd, uint64_t key_update_bytes = kKeyUpdateBytes) noexcept;
   ~TlsStream() override;
   TlsStream(const TlsStream &) = delete;
   TlsStream &operator=(const TlsStream &) = delete;
@@ -99,6 +106,8 @@ class TlsStream final : public ByteStream {
   const int fd_;
   std::unique_ptr<uint8_t[]> stage_;  // gathers small iovecs
   bool stopped_full_ = false;         // the last recv_nowait filled its buffer
+  const uint64_t key_update_bytes_;
+  uint64_t sent_under_key_ = 0;
 };
 
 // Client side: bounded waits over a stream (timeout_ms bounds each wait).

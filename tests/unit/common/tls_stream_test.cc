@@ -26,7 +26,8 @@ struct Pair {
 // Both ends of a socket pair, each with its own key (`server_key` differs
 // from the client's for a handshake that must fail). Small socket buffers,
 // so that sends meet a full socket.
-bool make_pair(Pair &p, const std::vector<uint8_t> &key, const std::vector<uint8_t> &server_key) {
+bool make_pair(Pair &p, const std::vector<uint8_t> &key, const std::vector<uint8_t> &server_key,
+               uint64_t key_update_bytes = kKeyUpdateBytes) {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0) return false;
   int small = 16384;
@@ -38,7 +39,7 @@ bool make_pair(Pair &p, const std::vector<uint8_t> &key, const std::vector<uint8
   if (!cctx || !sctx) return false;
   SSL *c = SSL_new(cctx.get());
   SSL *s = SSL_new(sctx.get());
-  p.client = std::make_unique<TlsStream>(c, sv[0]);
+  p.client = std::make_unique<TlsStream>(c, sv[0], key_update_bytes);
   p.server = std::make_unique<TlsStream>(s, sv[1]);
   p.cfd = sv[0];
   p.sfd = sv[1];
@@ -124,6 +125,42 @@ TEST(TlsStream, LargeGatheredSendsArriveWholeThroughAFullSocket) {
   ASSERT_EQ(have, got.size());
   EXPECT_EQ(got, expect);
   EXPECT_GT(full, 0) << "the socket never filled up: the retry path was not taken";
+}
+
+// KeyUpdate messages the server receives.
+int g_key_updates = 0;
+void count_key_updates(int write_p, int, int content_type, const void *buf, size_t len, SSL *,
+                       void *) {
+  if (!write_p && content_type == SSL3_RT_HANDSHAKE && len > 0 &&
+      static_cast<const uint8_t *>(buf)[0] == SSL3_MT_KEY_UPDATE)
+    ++g_key_updates;
+}
+
+TEST(TlsStream, TheSenderMovesToANewKeyAfterItsBytesPerKey) {
+  Pair p;
+  ASSERT_TRUE(make_pair(p, kKey, kKey, 1 << 20));  // a new key every MiB
+  ASSERT_FALSE(handshake(p));
+  g_key_updates = 0;
+  SSL_set_msg_callback(p.server->ssl(), count_key_updates);
+  std::vector<uint8_t> data(5 << 20), got(data.size());
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 13);
+  iovec iov{data.data(), data.size()};
+  iovec *u = &iov;
+  int n = 1;
+  size_t have = 0;
+  for (int round = 0; round < 100000 && (n > 0 || have < got.size()); ++round) {
+    if (n > 0) {
+      ASSERT_FALSE(p.client->send_nowait(u, n));
+    }
+    size_t k = 0;
+    ASSERT_FALSE(p.server->recv_nowait(got.data() + have, got.size() - have, k));
+    have += k;
+  }
+  ASSERT_EQ(have, got.size());
+  EXPECT_EQ(got, data);
+  // The first four MiB each end a key; the fifth's update is pending.
+  EXPECT_GE(g_key_updates, 4);
+  EXPECT_LE(g_key_updates, 5);
 }
 
 TEST(TlsStream, RecordsReadAheadAreReportedAsBufferedInput) {
