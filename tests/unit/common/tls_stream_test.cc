@@ -19,6 +19,7 @@ namespace rpmem::transport::tcp {
 namespace {
 
 struct Pair {
+  std::shared_ptr<SSL_CTX> cctx, sctx;  // outlive the streams (declared first)
   std::unique_ptr<TlsStream> client, server;
   int cfd = -1, sfd = -1;
 };
@@ -33,12 +34,11 @@ bool make_pair(Pair &p, const std::vector<uint8_t> &key, const std::vector<uint8
   int small = 16384;
   for (int fd : sv) ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
   std::string why;
-  static std::shared_ptr<SSL_CTX> cctx, sctx;  // kept for the SSLs' lifetime
-  cctx = make_psk_context(false, key, why);
-  sctx = make_psk_context(true, server_key, why);
-  if (!cctx || !sctx) return false;
-  SSL *c = SSL_new(cctx.get());
-  SSL *s = SSL_new(sctx.get());
+  p.cctx = make_psk_context(false, key, why);
+  p.sctx = make_psk_context(true, server_key, why);
+  if (!p.cctx || !p.sctx) return false;
+  SSL *c = SSL_new(p.cctx.get());
+  SSL *s = SSL_new(p.sctx.get());
   p.client = std::make_unique<TlsStream>(c, sv[0], key_update_bytes);
   p.server = std::make_unique<TlsStream>(s, sv[1]);
   p.cfd = sv[0];
