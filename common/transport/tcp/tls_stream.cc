@@ -377,6 +377,13 @@ std::error_code TlsStream::recv_nowait(void *buf, size_t len, size_t &got) noexc
     const int rc = SSL_read_ex(ssl_, p + got, len - got, &n);
     if (rc == 1) {
       got += n;
+      // Nothing more inside OpenSSL: another read would only find the
+      // socket empty (one receive more per request); what comes later
+      // makes the socket readable.
+      if (got < len && SSL_has_pending(ssl_) == 0) {
+        stopped_full_ = false;
+        return {};
+      }
       continue;
     }
     short want = 0;
