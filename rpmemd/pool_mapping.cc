@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/transport/copy_words.h"
 #include "rpmemd/pool_badblocks.h"
 
 #include <libpmem.h>
@@ -14,9 +15,11 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -241,6 +244,9 @@ std::error_code PoolMapping::map() noexcept {
       return ec;
     }
     all_sync = all_sync && part.map_sync;
+    part.map_start = static_cast<size_t>(addr - base_);
+    part.map_len = lens[i];
+    part.file_off = off;
     addr += lens[i];
     struct statfs fs {};
     if (::fstatfs(part.fd, &fs) == 0)
@@ -377,6 +383,40 @@ std::error_code PoolMapping::set_attr(const PoolAttr *attr) noexcept {
     update_checksum(h);
     std::memcpy(pages.page(p), &h, sizeof(h));
     if (auto ec = persist_header(pages.page(p))) return ec;
+  }
+  return {};
+}
+
+std::error_code PoolMapping::write_durable(size_t offset, const uint8_t *src, size_t len) noexcept {
+  if (offset > size_ || len > size_ - offset) return errc(EINVAL);
+  if (is_pmem_) {
+    rpmem::transport::copy_words(base_ + offset, src, len);
+    return persist(offset, len, false);
+  }
+  // Through the file, not the mapping: a page written through the mapping
+  // must be write-protected again by its writeback and fault on the next
+  // store, which costs several durable writes. The mapping sees the bytes
+  // (one page cache).
+  for (const Part &part : parts_) {
+    if (len == 0) break;
+    if (offset >= part.map_start + part.map_len) continue;
+    const size_t in = offset - part.map_start;
+    size_t n = std::min(len, part.map_len - in);
+    const off_t at = part.file_off + static_cast<off_t>(in);
+    for (size_t done = 0; done < n;) {
+      iovec v{const_cast<uint8_t *>(src + done), n - done};
+      const ssize_t w = ::pwritev2(part.fd, &v, 1, at + static_cast<off_t>(done), RWF_DSYNC);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        RPMEM_LOG_ERR("durable write of [%zu, +%zu) into '%s' failed: %s", offset + done, n - done,
+                      part.path.c_str(), w < 0 ? strerror(errno) : "wrote nothing");
+        return errc(EIO);
+      }
+      done += static_cast<size_t>(w);
+    }
+    offset += n;
+    src += n;
+    len -= n;
   }
   return {};
 }

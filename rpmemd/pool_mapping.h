@@ -62,6 +62,7 @@ class PoolMapping final : public MappedPool {
   bool in_ram() const noexcept override { return in_ram_; }
   std::error_code set_attr(const rpmem::PoolAttr *attr) noexcept override;
   std::error_code persist(size_t offset, size_t len, bool deep) noexcept override;
+  std::error_code write_durable(size_t offset, const uint8_t *src, size_t len) noexcept override;
   std::error_code remove_parts() noexcept override;
 
  private:
@@ -71,6 +72,9 @@ class PoolMapping final : public MappedPool {
     int fd = -1;
     bool created = false;   // created by open_parts(true)
     bool map_sync = false;  // mapped with MAP_SYNC
+    size_t map_start = 0;   // pool offset of the first mapped byte
+    size_t map_len = 0;     // bytes mapped
+    off_t file_off = 0;     // file offset of the first mapped byte
   };
   class HeaderPages;  // the header pages of the parts that have one, mapped
 

@@ -63,6 +63,11 @@ class MappedPool {
   // pmem_msync; deep: pmem_deep_persist / pmem_msync. EIO on failure, EINVAL
   // when the range is not inside [0, size()) (overflow-safe). Thread-safe.
   virtual std::error_code persist(size_t offset, size_t len, bool deep) noexcept = 0;
+  // Writes `len` bytes of `src` at `offset` and makes them durable: for a
+  // pool in the page cache, pwritev2(RWF_DSYNC) into the part files, which
+  // costs what a durable write of the file system costs; on pmem, whole-word
+  // stores and pmem_persist. EIO/EINVAL as persist(). Thread-safe.
+  virtual std::error_code write_durable(size_t offset, const uint8_t *src, size_t len) noexcept = 0;
   // Unmaps, unlocks and unlinks the part files (not the pool set file).
   // Used for a failed create and for close with the remove flag.
   virtual std::error_code remove_parts() noexcept = 0;

@@ -123,6 +123,10 @@ class Session::PoolView final : public rpmem::transport::TargetPool {
   bool persist_waits_for_device() const noexcept override {
     return !pool_.is_pmem() && !pool_.in_ram();
   }
+  std::error_code write_durable(size_t offset, const uint8_t *src,
+                                size_t length) noexcept override {
+    return pool_.write_durable(offset, src, length);
+  }
 
  private:
   MappedPool &pool_;

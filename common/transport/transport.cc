@@ -2,6 +2,7 @@
 // Dispatch from a transport kind to its provider.
 #include "common/transport/transport.h"
 
+#include "common/transport/copy_words.h"
 #include "common/transport/tcp/tcp_initiator.h"
 #include "common/transport/tcp/tcp_target.h"
 #ifdef RPMEM_HAVE_VERBS
@@ -11,6 +12,12 @@
 #endif
 
 namespace rpmem::transport {
+
+std::error_code TargetPool::write_durable(size_t offset, const uint8_t *src,
+                                          size_t length) noexcept {
+  copy_words(base() + offset, src, length);
+  return persist(offset, length, false);
+}
 
 const char *TargetPool::refusal(uint64_t offset, uint64_t length, bool writes) const noexcept {
   if (length > size() || offset > size() - length) return "range outside the pool";

@@ -93,6 +93,11 @@ class TargetPool {
   // True when persist() waits for a device (a file system on a disk): the
   // threads serving lanes then wait more than they compute.
   virtual bool persist_waits_for_device() const noexcept { return false; }
+  // Writes [src, +length) at `offset` and makes it durable, in one step:
+  // where persist_waits_for_device(), a durable write of the file (cheaper
+  // than stores into the mapping and persist()). Whole-word stores and
+  // persist() here.
+  virtual std::error_code write_durable(size_t offset, const uint8_t *src, size_t length) noexcept;
 
   // Why a client's request for [offset, offset + length) is refused, or
   // nullptr: "range outside the pool", or for a write (`writes`) of at

@@ -162,6 +162,10 @@ struct LaneServer::Lane {
 
   State state = State::kHeader;
   proto::DataRequest req{};
+  // The payload is taken whole into the buffer and written durably in one
+  // step (a persist to a pool on a disk); `written` is how that went.
+  bool whole = false;
+  std::error_code written;
   uint8_t *dst = nullptr;  // where the rest of the payload goes
   size_t left = 0;         // payload bytes still to come
 
@@ -175,7 +179,8 @@ struct LaneServer::Lane {
   bool dirty = false;           // in dirty_
 };
 
-LaneServer::LaneServer(TargetPool &pool, FatalFn fatal) : pool_(pool), fatal_(std::move(fatal)) {}
+LaneServer::LaneServer(TargetPool &pool, FatalFn fatal)
+    : pool_(pool), fatal_(std::move(fatal)), disk_(pool.persist_waits_for_device()) {}
 
 LaneServer::~LaneServer() {
   stop();
@@ -428,11 +433,25 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
         lane.req = *req;
         lane.dst = pool_.base() + req->offset;
         lane.left = writes ? req->length : 0;
+        lane.whole = disk_ && (req->op == DataOp::kPersist || req->op == DataOp::kDeepPersist) &&
+                     req->length <= kLaneBuffer;
         lane.state = Lane::State::kPayload;
         [[fallthrough]];
       }
       case Lane::State::kPayload: {
-        if (lane.left > 0) {
+        if (lane.whole && lane.left > 0) {
+          if (lane.in.buffered() < lane.left) {
+            size_t got = 0;
+            auto ec = lane.in.fill(got);
+            progress |= got > 0;
+            if (lane.in.buffered() < lane.left)
+              return ec ? ended("payload lost", ec) : Step::kWaiting;
+          }
+          lane.written = pool_.write_durable(lane.req.offset, lane.in.data(), lane.left);
+          lane.in.consume(lane.left);
+          lane.left = 0;
+          progress = true;
+        } else if (lane.left > 0) {
           size_t done = 0;
           auto ec = (lane.req.flags & proto::kDataRelaxed)
                         ? lane.in.take_direct(lane.dst, lane.left, done)
@@ -466,7 +485,10 @@ void LaneServer::complete(Lane &lane) {
       }
       return;
     }
-    std::error_code perr = pool_.persist(req.offset, req.length, req.op == DataOp::kDeepPersist);
+    std::error_code perr =
+        lane.whole ? lane.written
+                   : pool_.persist(req.offset, req.length, req.op == DataOp::kDeepPersist);
+    lane.whole = false;
     reply.status = static_cast<uint32_t>(perr.value());
   } else if (req.op == DataOp::kDrain) {
     lane.flush_pending();

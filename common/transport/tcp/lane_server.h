@@ -69,6 +69,7 @@ class LaneServer {
 
   TargetPool &pool_;
   FatalFn fatal_;
+  const bool disk_;  // pool_.persist_waits_for_device(): persists go through write_durable
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};

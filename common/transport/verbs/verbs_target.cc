@@ -333,9 +333,13 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
       return false;
     }
     const uint8_t *data = msg + kMsgHeaderSize;
-    copy_words(pool_.base() + h->offset, data, h->length);
     if (staging_) std::memcpy(staging_.get() + h->offset, data, h->length);  // for RDMA READs
-    status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
+    if (pool_.persist_waits_for_device()) {
+      status = pool_.write_durable(h->offset, data, h->length);
+    } else {
+      copy_words(pool_.base() + h->offset, data, h->length);
+      status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
+    }
   } else {
     if (const char *why = pool_.refusal(h->offset, h->length, false)) {
       fatal(who + ": " + why);
@@ -370,6 +374,8 @@ std::error_code VerbsTarget::persist_written(uint64_t offset, uint64_t length, b
   // a range that only names it has nothing to copy.
   if (staging_ && length > 0) {
     const uint64_t from = std::max<uint64_t>(offset, pool_.writable_from());
+    if (from < offset + length && pool_.persist_waits_for_device())
+      return pool_.write_durable(from, staging_.get() + from, offset + length - from);
     if (from < offset + length)
       copy_words(pool_.base() + from, staging_.get() + from, offset + length - from);
   }
