@@ -200,7 +200,7 @@ Bytes encode(MsgType type, const PoolRequest &m) {
   w.u32(m.nlanes);
   w.u64(m.pool_size);
   w.u32(m.transports);
-  w.u32(0);
+  w.u32(m.lane_flags);
   w.attr(m.attr);
   w.u16(static_cast<uint16_t>(m.pool_set.size()));
   w.u16(0);
@@ -222,6 +222,12 @@ Bytes encode(const PoolResponse &m) {
   w.u16(static_cast<uint16_t>(m.provider_data.size()));
   w.u16(0);
   w.raw(m.provider_data.data(), m.provider_data.size());
+  if (m.extended) {
+    w.u32(m.lane_flags);
+    w.u16(static_cast<uint16_t>(m.lane_psk.size()));
+    w.u16(0);
+    w.raw(m.lane_psk.data(), m.lane_psk.size());
+  }
   return w.finish();
 }
 
@@ -285,11 +291,12 @@ std::optional<PoolRequest> decode_pool_request(std::span<const uint8_t> payload)
   m.nlanes = r.u32();
   m.pool_size = r.u64();
   m.transports = r.u32();
-  uint32_t reserved = r.u32();
+  m.lane_flags = r.u32();
   m.attr = r.attr();
   uint16_t name_len = r.u16();
   uint16_t reserved2 = r.u16();
-  if (!r.ok() || reserved != 0 || reserved2 != 0 || name_len == 0 || name_len > kMaxPoolSetName)
+  if (!r.ok() || (m.lane_flags & ~kLaneTls) != 0 || reserved2 != 0 || name_len == 0 ||
+      name_len > kMaxPoolSetName)
     return std::nullopt;
   m.pool_set.resize(name_len);
   r.raw(m.pool_set.data(), name_len);
@@ -318,6 +325,16 @@ std::optional<PoolResponse> decode_pool_response(std::span<const uint8_t> payloa
   m.status = static_cast<Status>(status);
   m.provider_data.resize(pdata_len);
   r.raw(m.provider_data.data(), pdata_len);
+  if (r.ok() && !r.done()) {  // the lane security extension
+    m.extended = true;
+    m.lane_flags = r.u32();
+    uint16_t psk_len = r.u16();
+    uint16_t reserved3 = r.u16();
+    if (!r.ok() || (m.lane_flags & ~kLaneTls) != 0 || reserved3 != 0 || psk_len > kMaxLanePsk)
+      return std::nullopt;
+    m.lane_psk.resize(psk_len);
+    r.raw(m.lane_psk.data(), psk_len);
+  }
   if (!r.done()) return std::nullopt;
   if (m.status == Status::kSuccess) {
     // A success must name a transport and method we know, lanes and a port.

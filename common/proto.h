@@ -32,9 +32,14 @@ inline constexpr uint16_t kMajor = 1;
 // daemon whose hello says minor >= 1).
 // Minor 2: the verbs provider data may carry flags (kInfoStaged); the
 // daemon sets them only for a client whose pool request says minor >= 2.
-inline constexpr uint16_t kMinor = 2;
+// Minor 3: TLS data lanes. A client of minor >= 3 may set
+// PoolRequest::lane_flags (only towards a daemon whose hello says minor >= 3)
+// and understands PoolResponse's lane security extension, which the daemon
+// adds only for such a client.
+inline constexpr uint16_t kMinor = 3;
 inline constexpr uint16_t kMinorKeepalive = 1;
 inline constexpr uint16_t kMinorStaged = 2;
+inline constexpr uint16_t kMinorLaneTls = 3;
 
 inline constexpr size_t kFrameHeaderSize = 8;
 inline constexpr uint32_t kMaxControlPayload = 64 * 1024;
@@ -109,11 +114,17 @@ struct PoolRequest {  // kCreate / kOpen
   uint32_t nlanes = 0;
   uint64_t pool_size = 0;
   uint32_t transports = 0;  // what the client accepts, bit mask
+  uint32_t lane_flags = 0;  // kLaneTls: the client wants TLS data lanes (0 before minor 3)
   PoolAttr attr{};          // kCreate only; all-zero means "no headers"
   std::string pool_set;
 };
 
 inline constexpr uint32_t kPoolHasHeaders = 1;  // offsets below 4096 are the header
+
+// PoolRequest::lane_flags and PoolResponse::lane_flags: the data lanes run
+// inside TLS.
+inline constexpr uint32_t kLaneTls = 1;
+inline constexpr size_t kMaxLanePsk = 64;
 
 struct PoolResponse {  // kPoolResp
   Status status = Status::kSuccess;
@@ -126,6 +137,13 @@ struct PoolResponse {  // kPoolResp
   Secret secret{};
   PoolAttr attr{};      // kOpen: the stored attributes
   Bytes provider_data;  // transport specific (verbs: rkey, address)
+  // The lane security extension (minor 3), after provider_data: u32
+  // lane_flags, u16 psk length, u16 reserved = 0, the psk. Sent only to a
+  // client of minor >= 3 (`extended`); an older client's decoder takes no
+  // trailing bytes.
+  bool extended = false;
+  uint32_t lane_flags = 0;  // kLaneTls
+  Bytes lane_psk;           // ssh mode: the TLS 1.3 external PSK of the lanes; empty otherwise
 };
 
 struct SetAttrRequest {

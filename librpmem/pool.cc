@@ -4,6 +4,7 @@
 #include "librpmem/pool.h"
 
 #include "common/log.h"
+#include "common/transport/tcp/tls_stream.h"
 #include "librpmem/errormsg.h"
 #include "librpmem/ssh_channel.h"
 #include "librpmem/tls_channel.h"
@@ -210,8 +211,14 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   if (hello->major != proto::kMajor)
     return fail(EPROTONOSUPPORT, proto::status_message(proto::Status::kBadProto));
   if ((transports & hello->transports) == 0) return fail(ENOMEDIUM, "cannot find provider");
+  if (settings.data_tls && hello->minor < proto::kMinorLaneTls)
+    return fail(EMEDIUMTYPE, proto::status_message(proto::Status::kProvNoSup),
+                "RPMEM_DATA_TLS=1, but the target's rpmemd (protocol " +
+                    std::to_string(hello->major) + "." + std::to_string(hello->minor) +
+                    ") has no TLS data lanes");
 
   proto::PoolRequest req;
+  if (settings.data_tls) req.lane_flags = proto::kLaneTls;
   req.nlanes = std::min(args.nlanes, settings.max_nlanes);
   req.pool_size = args.size;
   req.transports = transports & hello->transports;
@@ -229,12 +236,14 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
     return fail(EPROTO, "invalid response from the target");
   if (resp->status != proto::Status::kSuccess)
     return fail(proto::status_to_errno(resp->status), proto::status_message(resp->status));
+  const bool lane_tls = (resp->lane_flags & proto::kLaneTls) != 0;
   RPMEM_LOG_NOTICE("%s: pool '%s' %s, %u lanes, transport %s%s (accepted:%s%s, offered:%s%s)",
                    args.target.c_str(), args.pool_set.c_str(), args.create ? "created" : "opened",
                    resp->nlanes, resp->transport == proto::TransportKind::kTcp ? "tcp" : "verbs",
                    resp->transport == proto::TransportKind::kVerbs
                        ? (resp->method == proto::PersistMethod::kApm ? " APM" : " GPSPM")
-                       : "",
+                   : lane_tls ? " in TLS"
+                              : "",
                    (transports & verbs_bit) ? " verbs" : "", (transports & tcp_bit) ? " tcp" : "",
                    (hello->transports & verbs_bit) ? " verbs" : "",
                    (hello->transports & tcp_bit) ? " tcp" : "");
@@ -253,7 +262,30 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   params.timeout = pool->settings_.timeout;
   params.provider_data = resp->provider_data;
   params.work_queue_size = pool->settings_.work_queue_size;
-  auto lanes = transport::connect_lanes(resp->transport, params);
+  Result<std::vector<std::unique_ptr<transport::InitiatorLane>>> lanes =
+      Error{errc(EPROTO), "the target did not put the data lanes inside TLS (RPMEM_DATA_TLS=1)"};
+  if (lane_tls && resp->transport != proto::TransportKind::kTcp) {
+    lanes = Error{errc(EPROTO), "TLS data lanes over a transport other than tcp"};
+  } else if (lane_tls && target->service) {  // the control channel's certificates
+    auto ctx = lane_tls_context(pool->settings_);
+    if (ctx) {
+      params.tls.ctx = std::move(ctx.value());
+      params.tls.server_name = target->host;
+      lanes = transport::connect_lanes(resp->transport, params);
+    } else {
+      lanes = ctx.error();
+    }
+  } else if (lane_tls) {  // the session's key, from the ssh channel
+    std::string why;
+    if (!resp->lane_psk.empty())
+      params.tls.ctx = transport::tcp::make_psk_context(false, resp->lane_psk, why);
+    if (params.tls.ctx)
+      lanes = transport::connect_lanes(resp->transport, params);
+    else
+      lanes = Error{errc(EPROTO), "TLS data lanes without a usable key: " + why};
+  } else if (!pool->settings_.data_tls) {
+    lanes = transport::connect_lanes(resp->transport, params);
+  }
   if (!lanes) {
     // Let the target undo what it did (a created pool is removed).
     proto::CloseRequest close{args.create ? proto::kCloseRemove : 0};

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Settings: what the environment tells the library (RPMEM_SSH, RPMEM_CMD,
 // RPMEM_MAX_NLANES, RPMEM_WORK_QUEUE_SIZE, RPMEM_ENABLE_VERBS,
-// RPMEM_ENABLE_SOCKETS, RPMEM_TIMEOUT, RPMEM_TLS_*), read at each
+// RPMEM_ENABLE_SOCKETS, RPMEM_TIMEOUT, RPMEM_TLS_*, RPMEM_DATA_TLS), read at each
 // create/open/remove, and
 // the logging variables (RPMEM_LOG_LEVEL, RPMEM_LOG_FILE), read once; all
 // through secure_getenv (ignored in secure-execution mode).
@@ -31,6 +31,9 @@ struct Settings {
   std::string tls_cert;  // RPMEM_TLS_CERT
   std::string tls_key;   // RPMEM_TLS_KEY
   std::string tls_ca;    // RPMEM_TLS_CA
+  // RPMEM_DATA_TLS=1: the data lanes run inside TLS (or the pool is not
+  // opened); a daemon with data-tls = yes or require may turn it on anyway.
+  bool data_tls = false;
 
   static Settings from_env();
   std::chrono::milliseconds control_timeout() const { return timeout * kControlFactor; }

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/tls_policy.h"
+#include "common/transport/tcp/tls_stream.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -53,6 +54,30 @@ std::error_code map(const boost::system::error_code &ec) {
 }
 
 }  // namespace
+
+Result<std::shared_ptr<SSL_CTX>> lane_tls_context(const Settings &settings) {
+  auto failed = [](const std::string &what) {
+    unsigned long e = ERR_peek_last_error();
+    const char *r = e ? ERR_reason_error_string(e) : nullptr;
+    ERR_clear_error();
+    return Error{errc(EINVAL), "TLS data lanes: " + what + (r ? std::string(": ") + r : "")};
+  };
+  std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+  if (!ctx) return failed("SSL_CTX_new");
+  SSL_CTX *c = ctx.get();
+  if (const char *what = apply_tls_policy(c)) return failed(what);
+  if (SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION) != 1 ||
+      SSL_CTX_set_ciphersuites(c, transport::tcp::kLaneCipherSuites) != 1)
+    return failed("TLS 1.3 policy");
+  if (SSL_CTX_load_verify_locations(c, settings.tls_ca.c_str(), nullptr) != 1)
+    return failed("RPMEM_TLS_CA '" + settings.tls_ca + "'");
+  if (!settings.tls_cert.empty() &&
+      (SSL_CTX_use_certificate_chain_file(c, settings.tls_cert.c_str()) != 1 ||
+       SSL_CTX_use_PrivateKey_file(c, settings.tls_key.c_str(), SSL_FILETYPE_PEM) != 1))
+    return failed("client certificate or key");
+  SSL_CTX_set_verify(c, SSL_VERIFY_PEER, nullptr);
+  return ctx;
+}
 
 TlsChannel::TlsChannel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 

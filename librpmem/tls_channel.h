@@ -12,7 +12,15 @@
 
 #include <memory>
 
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX
+
 namespace rpmem {
+
+// The context of TLS data lanes to an rpmemd service: the control channel's
+// files (RPMEM_TLS_CERT, RPMEM_TLS_KEY, RPMEM_TLS_CA), TLS 1.3 only, the
+// service's certificate checked against the CA (the host name per lane).
+// EINVAL with the reason when a file is wrong.
+Result<std::shared_ptr<ssl_ctx_st>> lane_tls_context(const Settings &settings);
 
 class TlsChannel final : public ControlChannel {
  public:

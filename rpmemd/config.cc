@@ -42,6 +42,7 @@ enum class Key {
   kNthreads,
   kMaxLanes,
   kPeerTimeout,
+  kDataTls,
   kMaxHandshakes,
   kMaxConnections,
   kMaxPerAddress,
@@ -66,6 +67,7 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "nthreads") return Key::kNthreads;
   if (name == "max-lanes") return Key::kMaxLanes;
   if (name == "peer-timeout") return Key::kPeerTimeout;
+  if (name == "data-tls") return Key::kDataTls;
   if (name == "max-handshakes") return Key::kMaxHandshakes;
   if (name == "max-connections") return Key::kMaxConnections;
   if (name == "max-per-address") return Key::kMaxPerAddress;
@@ -196,6 +198,20 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
       field = *n;
       return true;
     }
+    case Key::kDataTls: {
+      if (!value) return false;
+      if (*value == "no")
+        out.data_tls = DataTls::kNo;
+      else if (*value == "allow")
+        out.data_tls = DataTls::kAllow;
+      else if (*value == "yes")
+        out.data_tls = DataTls::kYes;
+      else if (*value == "require")
+        out.data_tls = DataTls::kRequire;
+      else
+        return false;
+      return true;
+    }
     case Key::kPeerTimeout: {  // seconds; 0: the system's TCP defaults
       if (!value) return false;
       auto n = parse_count(*value);
@@ -269,6 +285,7 @@ po::options_description command_line_options() {
       ("nthreads,t", po::value<std::string>())               //
       ("max-lanes", po::value<std::string>())                //
       ("peer-timeout", po::value<std::string>())             //
+      ("data-tls", po::value<std::string>())                 //
       ("max-handshakes", po::value<std::string>())           //
       ("max-connections", po::value<std::string>())          //
       ("max-per-address", po::value<std::string>())          //
@@ -426,6 +443,8 @@ std::string usage_text(const char *argv0) {
       "      --max-lanes <num>         lanes granted to a pool at most (1..1024, default 64)\n"
       "      --peer-timeout <sec>      a vanished or stopped client's session ends after about\n"
       "                                this long (default 30, at least 10; 0: never)\n"
+      "      --data-tls <mode>         data lanes inside TLS: no, allow (when the client asks;\n"
+      "                                the default), yes (for every client that can), require\n"
       "  -h, --help                    display help message and exit\n"
       "  -V, --version                 display target daemon version and exit\n"
       "      --log-file <path>         log file location\n"

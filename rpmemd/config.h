@@ -20,6 +20,14 @@ namespace rpmemd {
 inline constexpr unsigned kMaxLanesLimit = 1024;
 inline constexpr unsigned kDefaultMaxLanes = 64;
 
+// TLS on the tcp data lanes (data-tls).
+enum class DataTls {
+  kNo,       // never: a client that asks for it is refused
+  kAllow,    // when the client asks (RPMEM_DATA_TLS=1); the default
+  kYes,      // for every client that can (protocol 1.3 and later)
+  kRequire,  // for every client; one that cannot is refused
+};
+
 struct Config {
   std::string log_file = "/var/log/rpmemd.log";
   std::string poolset_dir;  // default: $HOME
@@ -35,6 +43,10 @@ struct Config {
   // every connection, and, in service mode, the control channel's idle
   // bound. 0: the system's TCP defaults (hours).
   std::chrono::seconds peer_timeout{30};
+  // Data lanes inside TLS: ssh mode keys them with a pre-shared key handed
+  // over the ssh channel, service mode with the control channel's
+  // certificates.
+  DataTls data_tls = DataTls::kAllow;
 
   // Service mode: a long-running daemon on a TCP port, mutual TLS on the
   // control channel; a client certificate's common name CN may use the pool

@@ -540,6 +540,15 @@ void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
     params.peer_address = c.peer;
     params.client_lanes = c.client_lanes;
     params.max_client_lanes = config_.max_lanes_per_client;
+    // TLS lanes: the service's context, and the certificate this client
+    // proved it holds, which each of its lanes must present too.
+    SSL_CTX *ctx = tls_.context().native_handle();
+    if (SSL_CTX_up_ref(ctx) == 1) {
+      params.cert_lanes.ctx.reset(ctx, SSL_CTX_free);
+      params.cert_lanes.peer_cert.reset(SSL_get1_peer_certificate(c.stream.native_handle()),
+                                        X509_free);
+      if (!params.cert_lanes.peer_cert) params.cert_lanes.ctx.reset();
+    }
     Session session(store, control, params, -1);
     session.run();
     control.shutdown();

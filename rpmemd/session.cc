@@ -3,6 +3,7 @@
 #include "rpmemd/session.h"
 
 #include "common/log.h"
+#include "common/transport/tcp/tls_stream.h"
 
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -142,6 +143,7 @@ SessionParams session_params(const Config &config) {
   p.nthreads = config.nthreads;
   p.max_lanes = config.max_lanes;
   p.peer_timeout = config.peer_timeout;
+  p.data_tls = config.data_tls;
   return p;
 }
 
@@ -236,9 +238,44 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     RPMEM_LOG_ERR("invalid number of lanes -- %u", req.nlanes);
     return Status::kBadNlanes;
   }
+  // TLS data lanes: a client of protocol 1.3 or later reads the answer in
+  // the response's extension; an older one gets none and cannot have them.
+  const bool capable = req.minor >= proto::kMinorLaneTls;
+  const bool asks = (req.lane_flags & proto::kLaneTls) != 0;
+  resp.extended = capable;
+  bool tls = false;
+  switch (params_.data_tls) {
+    case DataTls::kNo:
+      if (asks) {
+        RPMEM_LOG_ERR("the client asks for TLS data lanes: this daemon has none (data-tls = no)");
+        return Status::kProvNoSup;
+      }
+      break;
+    case DataTls::kAllow:
+      tls = asks;
+      break;
+    case DataTls::kYes:
+      tls = capable;
+      break;
+    case DataTls::kRequire:
+      if (!capable) {
+        RPMEM_LOG_ERR(
+            "data-tls = require: the client (protocol %u.%u) cannot run its data lanes inside TLS",
+            req.major, req.minor);
+        return Status::kProvNoSup;
+      }
+      tls = true;
+      break;
+  }
   const uint32_t tcp = proto::transport_bit(proto::TransportKind::kTcp);
   const uint32_t verbs = proto::transport_bit(proto::TransportKind::kVerbs);
-  const uint32_t offered = req.transports & params_.transports;
+  // TLS lanes are tcp lanes.
+  const uint32_t offered = req.transports & params_.transports & (tls ? tcp : ~0u);
+  if (tls && (offered & tcp) == 0) {
+    RPMEM_LOG_ERR("TLS data lanes need tcp: provider not supported -- %s",
+                  provider_names(req.transports & params_.transports).c_str());
+    return Status::kProvNoSup;
+  }
   if ((offered & (tcp | verbs)) == 0) {
     RPMEM_LOG_ERR("provider not supported -- %s (this daemon offers %s)",
                   provider_names(req.transports).c_str(),
@@ -319,6 +356,21 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   tp.peer_address = params_.peer_address;
   tp.peer_timeout = params_.peer_timeout;
   tp.client_minor = req.minor;
+  if (tls && params_.cert_lanes) {
+    tp.tls = params_.cert_lanes;  // the control channel's certificates
+  } else if (tls) {
+    // ssh mode: a key of this session's, handed over the ssh channel.
+    proto::Secret psk;
+    std::string why;
+    if (random_secret(psk)) tp.tls.ctx = rpmem::transport::tcp::make_psk_context(true, psk, why);
+    if (!tp.tls.ctx) {
+      RPMEM_LOG_ERR("cannot key the TLS data lanes: %s",
+                    why.empty() ? std::strerror(errno) : why.c_str());
+      return undo(Status::kFatal);
+    }
+    resp.lane_psk.assign(psk.begin(), psk.end());
+  }
+  resp.lane_flags = tls ? proto::kLaneTls : 0;
   const int fatal_fd = fatal_fd_;
   tp.on_fatal = [fatal_fd](const std::string &) {
     uint64_t one = 1;
@@ -370,6 +422,11 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   RPMEM_LOG_NOTICE("\tpool size: %zu", pool_->size());
   RPMEM_LOG_NOTICE("\tnlanes: %u", nlanes);
   RPMEM_LOG_NOTICE("\tpersist method: %s", apm_ ? kApmName : kGpspmName);
+  // Cleartext lanes log as PMDK did: no line.
+  if (tls)
+    RPMEM_LOG_NOTICE("\tdata lanes: TLS (%s)", params_.cert_lanes
+                                                   ? "the control channel's certificates"
+                                                   : "a pre-shared key of the session");
   return Status::kSuccess;
 }
 
@@ -392,6 +449,7 @@ std::error_code Session::handle_pool_request(MsgType type, const proto::Bytes &p
   }
   proto::PoolResponse resp;
   resp.status = open_or_create(type, *req, resp);
+  if (resp.status != Status::kSuccess) resp.lane_psk.clear();
   if (resp.status != Status::kSuccess)
     RPMEM_LOG_NOTICE("%s request response: (status = %u)", create ? "create" : "open",
                      static_cast<unsigned>(resp.status));

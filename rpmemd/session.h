@@ -36,6 +36,11 @@ struct SessionParams {
   unsigned max_lanes = 64;                    // granted at most (Config::max_lanes)
   std::string peer_address;                   // the client's address: data connections come from it
   std::chrono::milliseconds peer_timeout{0};  // Config::peer_timeout
+  DataTls data_tls = DataTls::kAllow;         // Config::data_tls
+  // Service mode: the lanes' TLS with the control channel's certificates
+  // (the service's context, the client's certificate). ssh mode leaves it
+  // empty: a session keys its TLS lanes with a pre-shared key of its own.
+  rpmem::transport::LaneTls cert_lanes;
   // Service mode: the lanes granted to all sessions of this session's client
   // certificate (shared with them), and their cap. Null: no such cap.
   std::shared_ptr<std::atomic<long>> client_lanes;

@@ -19,6 +19,9 @@
 #include <system_error>
 #include <vector>
 
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX
+struct x509_st;     // OpenSSL's X509
+
 namespace rpmem::transport {
 
 using proto::DataOp;
@@ -42,6 +45,20 @@ class InitiatorLane {
   virtual void shutdown() noexcept = 0;
 };
 
+// TLS on the tcp data lanes (tls_stream.h); no context: cleartext lanes.
+struct LaneTls {
+  // ssh mode: a context keyed by the session's pre-shared key; service
+  // mode: one with the certificates of the control channel.
+  std::shared_ptr<ssl_ctx_st> ctx;
+  // Client: the name the target's certificate must carry (service mode;
+  // empty: no certificate is checked, the PSK authenticates).
+  std::string server_name;
+  // Target: the certificate every lane must present, the control channel's
+  // client's (service mode; null: no certificate is asked for).
+  std::shared_ptr<x509_st> peer_cert;
+  explicit operator bool() const noexcept { return ctx != nullptr; }
+};
+
 struct InitiatorParams {
   std::string host;  // as in the target string, brackets stripped
   uint16_t port = 0;
@@ -52,6 +69,7 @@ struct InitiatorParams {
   std::chrono::milliseconds timeout{5000};  // bound on every wait
   proto::Bytes provider_data;
   unsigned work_queue_size = 50;  // RPMEM_WORK_QUEUE_SIZE: writes posted before one must complete
+  LaneTls tls;                    // tcp: lanes inside TLS
 };
 
 // Connects params.nlanes lanes; each proves the session secret.
@@ -108,6 +126,9 @@ struct TargetParams {
   proto::PersistMethod persist_method = proto::PersistMethod::kGpspm;
   // The protocol minor of the client's pool request (what it can decode).
   uint16_t client_minor = 0;
+  // tcp: every lane completes a TLS handshake before its lane hello, which
+  // then comes inside TLS; a connection that does not is refused.
+  LaneTls tls;
   // Called once, from a transport thread, when a lane sees malformed input:
   // the session should end.
   std::function<void(const std::string &why)> on_fatal;

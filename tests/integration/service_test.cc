@@ -4,6 +4,7 @@
 // client's directory), remove, and SIGTERM during traffic.
 #include "tests/integration/harness.h"
 #include "tests/integration/raw_peer.h"
+#include "tests/integration/tls_peer.h"
 #include "tests/sanitizers.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -125,6 +127,11 @@ class Service : public ::testing::Test {
     return {b.begin(), b.end()};
   }
 
+  bool part_has_byte(uint8_t b) const {
+    const auto part = read_file(target_.part_path("alice.part"));
+    return std::find(part.begin(), part.end(), b) != part.end();
+  }
+
   RPMEMpool *create(const char *set, LocalPool &local, unsigned &nlanes) {
     return rpmem_create(target_str_.c_str(), set, local.data(), local.size(), &nlanes, nullptr);
   }
@@ -185,6 +192,77 @@ TEST_F(Service, ServesSeveralClientsAndPoolsAtOnce) {
   auto r = target_.remote_pool({{kPool, "bob.part"}}, false);
   EXPECT_TRUE(same_bytes(r.data(), bobs.data(), 0, kPool));
   EXPECT_NE(log().find("'bob' authenticated"), std::string::npos) << log();
+}
+
+// TLS data lanes in service mode: each lane must present the certificate
+// of the session's client; another one of the same CA (bob) or of another
+// CA (mallory) is refused, even with the session's secret.
+TEST_F(Service, TlsLanesMustPresentTheSessionsClientCertificate) {
+  const std::string d = target_.dir();
+  TlsPeer control(static_cast<uint16_t>(port_), cert_client_context(d, "alice"));
+  ASSERT_TRUE(control.handshaken()) << control.why();
+  uint8_t hdr[proto::kFrameHeaderSize];
+  ASSERT_TRUE(control.recv(hdr, sizeof(hdr)));
+  auto h = proto::decode_frame_header(hdr);
+  ASSERT_TRUE(h && h->type == proto::MsgType::kHello);
+  proto::Bytes payload(h->size);
+  ASSERT_TRUE(control.recv(payload.data(), payload.size()));
+  auto hello = proto::decode_hello(payload);
+  ASSERT_TRUE(hello);
+  EXPECT_GE(hello->minor, proto::kMinorLaneTls);
+  proto::PoolRequest req = pool_request("p.set", kPool, 2, false);
+  req.lane_flags = proto::kLaneTls;
+  const proto::Bytes frame = proto::encode(proto::MsgType::kCreate, req);
+  ASSERT_TRUE(control.send(frame.data(), frame.size()));
+  ASSERT_TRUE(control.recv(hdr, sizeof(hdr)));
+  h = proto::decode_frame_header(hdr);
+  ASSERT_TRUE(h && h->type == proto::MsgType::kPoolResp);
+  payload.resize(h->size);
+  ASSERT_TRUE(control.recv(payload.data(), payload.size()));
+  auto r = proto::decode_pool_response(payload);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, proto::Status::kSuccess);
+  EXPECT_EQ(r->lane_flags, proto::kLaneTls);
+  EXPECT_TRUE(r->lane_psk.empty());  // certificates, no key over the wire
+
+  const proto::Bytes bytes(4096, 0x3c);
+  for (const char *who : {"bob", "mallory"}) {
+    TlsPeer lane(r->port, cert_client_context(d, who));
+    uint32_t reply = 0;
+    // TLS 1.3: the client may finish its handshake before the target has
+    // looked at its certificate; either way no lane is admitted.
+    if (lane.handshaken()) {
+      EXPECT_FALSE(lane.hello(r->secret, 0, 2, reply) && reply == 0) << who;
+    }
+  }
+  // A cleartext lane hello with the secret: refused too.
+  int clear = connect_port(r->port);
+  ASSERT_GE(clear, 0);
+  proto::LaneHello lh;
+  lh.secret = r->secret;
+  lh.nlanes = 2;
+  uint8_t hb[proto::kLaneHelloSize];
+  proto::encode(lh, hb);
+  write_all_fd(clear, hb, sizeof(hb));
+  EXPECT_TRUE(peer_closes(clear));
+  ::close(clear);
+  EXPECT_FALSE(part_has_byte(0x3c));
+
+  TlsPeer lane(r->port, cert_client_context(d, "alice"));
+  ASSERT_TRUE(lane.handshaken()) << lane.why();
+  uint32_t reply = 1;
+  ASSERT_TRUE(lane.hello(r->secret, 0, 2, reply));
+  EXPECT_EQ(reply, 0u);
+  EXPECT_EQ(lane.persist(8192, bytes), 0);
+  EXPECT_TRUE(part_has_byte(0x3c));
+  const auto part = read_file(target_.part_path("alice.part"));
+  ASSERT_GE(part.size(), 8192u + 4096u);
+  EXPECT_TRUE(std::all_of(part.begin() + 8192, part.begin() + 8192 + 4096,
+                          [](uint8_t b) { return b == 0x3c; }));
+  const std::string l = log();
+  EXPECT_NE(l.find("TLS certificate is not the one of the session's client"), std::string::npos)
+      << l;
+  EXPECT_NE(l.find("data lanes: TLS (the control channel's certificates)"), std::string::npos);
 }
 
 TEST_F(Service, ClientWithoutCertificateIsRefused) {

@@ -169,17 +169,23 @@ TEST_F(Words, CreateOpenCloseSessionLogsAsPmdk) {
       "    persist flush: pmem_msync",
       "    medium: {}",
   };
+  // The ctest label tls-lanes runs every test with RPMEM_DATA_TLS=1: one
+  // line more then, and it says the lanes are in TLS.
+  const char *data_tls = std::getenv("RPMEM_DATA_TLS");
+  const bool tls = data_tls && std::string(data_tls) == "1";
   auto response = [&](const char *what) {
-    return std::vector<std::string>{
+    std::vector<std::string> lines{
         std::string(what) + " request response: (status = 0)",
         "    port: {}",
         "    provider: tcp",
         "    pool size: " + std::to_string(kPool),
         "    nlanes: 2",
         "    persist method: General Purpose Server Persistency Method",
-        "waiting for in-band connection",
-        "in-band connection established",
     };
+    if (tls) lines.push_back("    data lanes: TLS (a pre-shared key of the session)");
+    lines.push_back("waiting for in-band connection");
+    lines.push_back("in-band connection established");
+    return lines;
   };
   const std::vector<std::string> close = {
       "close request",

@@ -19,6 +19,8 @@ enum class Op {
   kFlushDrain,      // batch x rpmem_flush + rpmem_drain
   kRead,            // rpmem_read
   kPersistWide,     // rpmem_persist(flags 0) on lane 0 of a pool with --wide-lanes lanes open
+  kPersistTls,      // rpmem_persist(flags 0) on the pool of --data-tls (lanes inside TLS)
+  kReadTls,         // rpmem_read on it
   kRawRr,           // TCP: a request of `size` bytes, a 16-byte reply, both sides
                     // waiting as rpmem's TCP transport waits (spin, then poll)
   kRawRrBlock,      // the same, both sides blocking in recv
@@ -57,6 +59,10 @@ struct Options {
   // holds the pool), and compare persists with it.
   std::string raw_disk;
   size_t wide_pool_size = size_t{8} << 20;
+  // With data_tls: a third pool, of pool_size bytes, whose data lanes run
+  // inside TLS (RPMEM_DATA_TLS=1), for persist-tls and read-tls.
+  bool data_tls = false;
+  std::string tls_pool_set = "bench-tls.set";
   Format format = Format::kTable;
   int progress = -1;  // -1: when stderr is a terminal
 };

@@ -7,10 +7,17 @@
 #include "tools/rpmem-bench/runner.h"
 
 #include <dlfcn.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -49,6 +56,53 @@ std::string library_path() {
   return "?";
 }
 
+// Whether the kernel has kernel TLS, probed as librpmem probes it: TCP_ULP
+// "tls" on an unconnected socket fails with ENOTCONN when the kernel has
+// the module, ENOENT when it has not.
+std::string kernel_tls_text() {
+#ifndef TCP_ULP
+  constexpr int TCP_ULP = 31;
+#endif
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "?";
+  const int rc = ::setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls"));
+  const int err = errno;
+  ::close(fd);
+  if (rc == 0 || err == ENOTCONN) return "this kernel has kernel TLS (TCP_ULP \"tls\")";
+  return std::string("this kernel has no kernel TLS (setsockopt(TCP_ULP, \"tls\"): ") +
+         std::strerror(err) + ")";
+}
+
+// With --data-tls, librpmem logs what carries the records of its lanes
+// ("data lanes: TLSv1.3, <suite>, user-space TLS"); the bench has it log
+// to a file of its own, unless RPMEM_LOG_LEVEL is set already.
+struct LibraryLog {
+  std::string path;
+  void start() {
+    if (std::getenv("RPMEM_LOG_LEVEL")) return;
+    char tmpl[] = "/tmp/rpmem-bench-log.XXXXXX";
+    int fd = ::mkstemp(tmpl);
+    if (fd < 0) return;
+    ::close(fd);
+    path = tmpl;
+    ::setenv("RPMEM_LOG_LEVEL", "4", 1);
+    ::setenv("RPMEM_LOG_FILE", path.c_str(), 1);
+  }
+  std::string lanes_line() const {
+    if (path.empty()) return "(set by RPMEM_LOG_LEVEL=4 and RPMEM_LOG_FILE)";
+    std::ifstream in(path);
+    std::string found;
+    for (std::string line; std::getline(in, line);) {
+      auto at = line.find("data lanes: ");
+      if (at != std::string::npos) found = line.substr(at + 12);
+    }
+    return found.empty() ? "(not logged)" : found;
+  }
+  ~LibraryLog() {
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+};
+
 std::vector<Case> plan(const Options &opt) {
   std::vector<Case> cases;
   for (unsigned lanes : opt.lanes) {
@@ -65,6 +119,12 @@ std::vector<Case> plan(const Options &opt) {
         // lane count.
         if (opt.wide_lanes && lanes == opt.lanes.front())
           cases.push_back({Op::kPersistWide, size, 1});
+        if (opt.data_tls) {
+          for (Op op : opt.ops) {
+            if (op == Op::kPersist) cases.push_back({Op::kPersistTls, size, lanes});
+            if (op == Op::kRead) cases.push_back({Op::kReadTls, size, lanes});
+          }
+        }
       }
     }
   }
@@ -87,7 +147,9 @@ int run(int argc, char **argv) {
   std::unique_ptr<RawDisk> disk;
   if (opt.raw && !opt.raw_disk.empty())
     disk = std::make_unique<RawDisk>(opt.raw_disk, opt.pool_size);
-  std::unique_ptr<RemotePool> pool, wide;
+  std::unique_ptr<RemotePool> pool, wide, tls;
+  LibraryLog liblog;
+  if (opt.rpmem && opt.data_tls) liblog.start();  // before librpmem's first call
   if (opt.rpmem) {
     pool = std::make_unique<RemotePool>(opt);
     info.pool = opt.target + ":" + opt.pool_set + ", " + pool->how_opened() + ", " +
@@ -100,6 +162,15 @@ int run(int argc, char **argv) {
                    wide->how_opened() + ", " + std::to_string(wide->nlanes_asked()) +
                    " lanes asked, " + std::to_string(wide->nlanes()) +
                    " granted; persist-wide uses lane 0 only";
+    }
+    if (opt.data_tls) {
+      tls =
+          std::make_unique<RemotePool>(opt, opt.tls_pool_set, opt.pool_size,
+                                       *std::max_element(opt.lanes.begin(), opt.lanes.end()), true);
+      info.pool += "\n# tls      " + opt.target + ":" + opt.tls_pool_set + ", " +
+                   tls->how_opened() + ", " + std::to_string(tls->nlanes()) +
+                   " lanes granted, RPMEM_DATA_TLS=1: " + liblog.lanes_line() + "; " +
+                   kernel_tls_text();
     }
   } else {
     info.pool = "(raw only)";
@@ -132,7 +203,10 @@ int run(int argc, char **argv) {
           s.error_text = e.what();
         }
       } else {
-        Workload w = (c.op == Op::kPersistWide ? *wide : *pool).workload(c, why);
+        RemotePool &on = c.op == Op::kPersistWide                            ? *wide
+                         : (c.op == Op::kPersistTls || c.op == Op::kReadTls) ? *tls
+                                                                             : *pool;
+        Workload w = on.workload(c, why);
         if (w.op) {
           s = run_lanes(opt, c.lanes, w, case_label(c, rep, opt.repeat));
           if (s.error) s.error_text += std::string(" (") + rpmem_errormsg() + ")";

@@ -45,6 +45,12 @@ What to measure:
                           lanes, and measure persist on its lane 0 only
                           (persist-wide, compared with 1-lane persist)
       --wide-pool-set NAME  its pool set (default bench-wide.set, 8M used)
+      --data-tls          also open a third pool (--tls-pool-set, as large as
+                          --pool-size) with RPMEM_DATA_TLS=1, and measure
+                          persist and read on it (persist-tls, read-tls,
+                          compared with cleartext persist and read); says
+                          which TLS record layer ran (kernel or user space)
+      --tls-pool-set NAME its pool set (default bench-tls.set)
       --raw-only          only the raw cases
       --no-raw            no raw cases
       --raw-disk DIR      also measure raw-dsync: pwrite of SIZE bytes on an
@@ -161,7 +167,9 @@ Options parse_options(int argc, char **argv) {
     kProgress,
     kNoProgress,
     kWideLanes,
-    kWidePoolSet
+    kWidePoolSet,
+    kDataTls,
+    kTlsPoolSet
   };
   static const option longopts[] = {
       {"target", required_argument, nullptr, 't'},
@@ -178,6 +186,8 @@ Options parse_options(int argc, char **argv) {
       {"repeat", required_argument, nullptr, 'r'},
       {"wide-lanes", required_argument, nullptr, kWideLanes},
       {"wide-pool-set", required_argument, nullptr, kWidePoolSet},
+      {"data-tls", no_argument, nullptr, kDataTls},
+      {"tls-pool-set", required_argument, nullptr, kTlsPoolSet},
       {"raw-only", no_argument, nullptr, kRawOnly},
       {"no-raw", no_argument, nullptr, kNoRaw},
       {"raw-disk", required_argument, nullptr, kRawDisk},
@@ -235,6 +245,12 @@ Options parse_options(int argc, char **argv) {
         break;
       case kWidePoolSet:
         o.wide_pool_set = optarg;
+        break;
+      case kDataTls:
+        o.data_tls = true;
+        break;
+      case kTlsPoolSet:
+        o.tls_pool_set = optarg;
         break;
       case kRawOnly:
         o.rpmem = false, o.raw = true;

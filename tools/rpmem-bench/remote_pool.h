@@ -20,9 +20,10 @@ namespace rpmem_bench {
 class RemotePool {
  public:
   explicit RemotePool(const Options &opt);  // throws std::runtime_error
-  // Another pool set of `size` bytes, opened with `lanes` lanes asked for.
-  RemotePool(const Options &opt, const std::string &pool_set, size_t size,
-             unsigned lanes);  // throws std::runtime_error
+  // Another pool set of `size` bytes, opened with `lanes` lanes asked for;
+  // `tls`: with RPMEM_DATA_TLS=1 (its data lanes inside TLS).
+  RemotePool(const Options &opt, const std::string &pool_set, size_t size, unsigned lanes,
+             bool tls = false);  // throws std::runtime_error
   ~RemotePool();
   RemotePool(const RemotePool &) = delete;
   RemotePool &operator=(const RemotePool &) = delete;

@@ -53,6 +53,12 @@ Baseline baseline_of(const Result &r, const std::vector<Result> &rs) {
   if (r.c.op == Op::kFlushDrain) {
     b.base = find(rs, Op::kPersist, r.c.size, r.c.lanes);
     b.name = "persist";
+  } else if (r.c.op == Op::kPersistTls || r.c.op == Op::kReadTls) {
+    // TLS lanes against cleartext lanes, same size and lanes, same run.
+    const bool persist = r.c.op == Op::kPersistTls;
+    b.base = find(rs, persist ? Op::kPersist : Op::kRead, r.c.size, r.c.lanes);
+    b.by_latency = r.c.size < kStreamFrom;
+    b.name = persist ? "persist" : "read";
   } else if (r.c.op == Op::kPersistWide) {
     b.base = find(rs, Op::kPersist, r.c.size, 1);
     b.by_latency = true;
@@ -263,6 +269,10 @@ const char *op_name(Op op) {
       return "read";
     case Op::kPersistWide:
       return "persist-wide";
+    case Op::kPersistTls:
+      return "persist-tls";
+    case Op::kReadTls:
+      return "read-tls";
     case Op::kRawRr:
       return "raw-rr";
     case Op::kRawRrBlock:

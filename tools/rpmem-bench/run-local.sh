@@ -5,7 +5,8 @@
 # usage: tools/rpmem-bench/run-local.sh BUILD_DIR [rpmem-bench options]
 #
 # Sets up a pool set directory under $RPMEM_BENCH_DIR (default /dev/shm)
-# with bench.set and bench-wide.set (for --wide-lanes),
+# with bench.set, bench-wide.set (for --wide-lanes) and bench-tls.set (for
+# --data-tls, as large as bench.set),
 # reaches rpmemd through tools/local-ssh (as scripts/demo.sh does), runs
 # BUILD_DIR/tools/rpmem-bench with the given options, prints rpmemd's
 # resident memory before and after, and removes everything it created.
@@ -24,6 +25,11 @@ mkdir -p "$work/poolsets"
 cat >"$work/poolsets/bench.set" <<SET
 PMEMPOOLSET
 ${RPMEM_BENCH_POOL:-256M} $work/bench.part0
+SET
+# The pool of --data-tls: its lanes inside TLS.
+cat >"$work/poolsets/bench-tls.set" <<SET
+PMEMPOOLSET
+${RPMEM_BENCH_POOL:-256M} $work/bench-tls.part0
 SET
 # The pool of --wide-lanes (8 MiB used).
 cat >"$work/poolsets/bench-wide.set" <<SET

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/transport/tcp/socket_io.h"
+#include "common/transport/tcp/tls_stream.h"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -21,15 +22,27 @@ namespace asio = boost::asio;
 using asio::ip::tcp;
 
 TcpInitiatorLane::TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms,
-                                   unsigned work_queue_size)
+                                   unsigned work_queue_size, std::unique_ptr<ByteStream> tls)
     : fd_(fd),
+      tls_(std::move(tls)),
       base_(local_base),
       timeout_ms_(timeout_ms),
       wq_(std::clamp(work_queue_size, 2u, kMaxWorkQueue)),
       hdrs_(new uint8_t[(wq_ + 1) * proto::kDataRequestSize]),
       iov_(new iovec[2 * (wq_ + 1)]) {}
 
-TcpInitiatorLane::~TcpInitiatorLane() { ::close(fd_); }
+TcpInitiatorLane::~TcpInitiatorLane() {
+  if (!tls_) ::close(fd_);  // else the stream closes it
+}
+
+std::error_code TcpInitiatorLane::send_iov(iovec *iov, int n) noexcept {
+  return tls_ ? stream_send_all(*tls_, iov, n, timeout_ms_) : send_all(fd_, iov, n, timeout_ms_);
+}
+
+std::error_code TcpInitiatorLane::recv_exact(void *buf, size_t len) noexcept {
+  return tls_ ? stream_recv_all(*tls_, buf, len, timeout_ms_)
+              : recv_all(fd_, buf, len, timeout_ms_);
+}
 
 void TcpInitiatorLane::shutdown() noexcept {
   dead_.store(true, std::memory_order_relaxed);
@@ -60,7 +73,7 @@ std::error_code TcpInitiatorLane::post(const proto::DataRequest *req) noexcept {
   queued_ = 0;
   niov_ = 0;
   if (n == 0) return {};
-  if (auto ec = send_all(fd_, iov_.get(), n, timeout_ms_)) return fail(ec);
+  if (auto ec = send_iov(iov_.get(), n)) return fail(ec);
   return {};
 }
 
@@ -71,9 +84,10 @@ std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req,
 
   uint8_t raw[proto::kDataReplySize];
   // The reply usually comes within one round trip: spin for it first.
-  size_t have = recv_spinning(fd_, raw, sizeof(raw), kSpinBudget);
+  size_t have = tls_ ? stream_recv_spinning(*tls_, raw, sizeof(raw), kSpinBudget)
+                     : recv_spinning(fd_, raw, sizeof(raw), kSpinBudget);
   if (have < sizeof(raw))
-    if (auto ec = recv_all(fd_, raw + have, sizeof(raw) - have, timeout_ms_)) return fail(ec);
+    if (auto ec = recv_exact(raw + have, sizeof(raw) - have)) return fail(ec);
   auto decoded = proto::decode_data_reply(raw);
   if (!decoded || decoded->op != req.op ||
       (decoded->length != 0 &&
@@ -113,7 +127,7 @@ std::error_code TcpInitiatorLane::read(void *dst, uint64_t offset, uint64_t leng
   proto::DataReply reply;
   if (auto ec = exchange(req, reply)) return ec;
   if (reply.status) return errc(static_cast<int>(reply.status));
-  if (auto ec = recv_all(fd_, dst, length, timeout_ms_)) return fail(ec);
+  if (auto ec = recv_exact(dst, length)) return fail(ec);
   return {};
 }
 
@@ -177,10 +191,37 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
                        std::to_string(params.port) + ": " + why};
     }
     set_nodelay(fd);
-    auto lane = std::make_unique<TcpInitiatorLane>(fd, params.local_base, timeout_ms,
-                                                   params.work_queue_size);
-    if (auto err = set_nonblocking(fd, true))
+    if (auto err = set_nonblocking(fd, true)) {
+      ::close(fd);
       return Error{err, "cannot set up lane " + std::to_string(i)};
+    }
+    std::unique_ptr<ByteStream> tls;
+    if (params.tls) {
+      std::string why;
+      SSL *ssl = SSL_new(params.tls.ctx.get());
+      if (!ssl) {
+        ::close(fd);
+        return Error{errc(ENOMEM), "lane " + std::to_string(i) + ": SSL_new failed"};
+      }
+      tls = std::make_unique<TlsStream>(ssl, fd);  // owns both from here
+      if (!attach_socket(ssl, fd))
+        return Error{errc(ENOMEM), "lane " + std::to_string(i) + ": TLS setup failed"};
+      SSL_set_connect_state(ssl);
+      if (!params.tls.server_name.empty()) {
+        SSL_set_tlsext_host_name(ssl, params.tls.server_name.c_str());
+        SSL_set1_host(ssl, params.tls.server_name.c_str());
+      }
+      if (auto herr = client_handshake(ssl, fd, timeout_ms, why))
+        return Error{errc(ECONNRESET), "lane " + std::to_string(i) + ": TLS handshake with " +
+                                           params.host + ":" + std::to_string(params.port) +
+                                           " failed: " + why};
+      if (i == 0)
+        RPMEM_LOG_INFO("data lanes: %s, %s, %s", SSL_get_version(ssl), SSL_get_cipher_name(ssl),
+                       record_layer(ssl));
+    }
+    ByteStream *stream = tls.get();
+    auto lane = std::make_unique<TcpInitiatorLane>(fd, params.local_base, timeout_ms,
+                                                   params.work_queue_size, std::move(tls));
 
     proto::LaneHello hello;
     hello.secret = params.secret;
@@ -189,8 +230,12 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
     uint8_t buf[proto::kLaneHelloSize];
     proto::encode(hello, buf);
     uint8_t reply[proto::kLaneHelloReplySize];
-    std::error_code herr = send_all(fd, buf, sizeof(buf), timeout_ms);
-    if (!herr) herr = recv_all(fd, reply, sizeof(reply), timeout_ms);
+    iovec iov{buf, sizeof(buf)};
+    std::error_code herr = stream ? stream_send_all(*stream, &iov, 1, timeout_ms)
+                                  : send_all(fd, buf, sizeof(buf), timeout_ms);
+    if (!herr)
+      herr = stream ? stream_recv_all(*stream, reply, sizeof(reply), timeout_ms)
+                    : recv_all(fd, reply, sizeof(reply), timeout_ms);
     if (!herr && (reply[0] | reply[1] | reply[2] | reply[3]) != 0) herr = errc(EACCES);
     if (herr)
       return Error{errc(ECONNRESET),

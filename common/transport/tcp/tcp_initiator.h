@@ -8,6 +8,7 @@
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 
+#include "common/transport/tcp/byte_stream.h"
 #include "common/transport/transport.h"
 
 #include <sys/uio.h>
@@ -20,9 +21,11 @@ namespace rpmem::transport::tcp {
 
 class TcpInitiatorLane final : public InitiatorLane {
  public:
-  // Takes ownership of fd, a connected socket that passed the lane hello.
+  // Takes ownership of fd, a connected socket that passed the lane hello,
+  // or of `tls`, the TLS stream on fd (then every byte goes through it).
   // work_queue_size: flushes posted before one has to be sent (2..256).
-  TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms, unsigned work_queue_size);
+  TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms, unsigned work_queue_size,
+                   std::unique_ptr<ByteStream> tls = nullptr);
   ~TcpInitiatorLane() override;
   TcpInitiatorLane(const TcpInitiatorLane &) = delete;
   TcpInitiatorLane &operator=(const TcpInitiatorLane &) = delete;
@@ -41,8 +44,11 @@ class TcpInitiatorLane final : public InitiatorLane {
   // Posts `req` behind the queued flushes and waits for its reply header.
   std::error_code exchange(const proto::DataRequest &req, proto::DataReply &reply) noexcept;
   std::error_code fail(std::error_code ec) noexcept;
+  std::error_code send_iov(iovec *iov, int n) noexcept;
+  std::error_code recv_exact(void *buf, size_t len) noexcept;
 
   int fd_;
+  std::unique_ptr<ByteStream> tls_;
   const uint8_t *base_;
   int timeout_ms_;
   unsigned wq_;          // queue bound

@@ -6,6 +6,7 @@
 #include "common/transport/tcp/byte_stream.h"
 #include "common/transport/tcp/lane_server.h"
 #include "common/transport/tcp/socket_io.h"
+#include "common/transport/tcp/tls_stream.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -14,6 +15,9 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/x509.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -77,8 +81,19 @@ std::string normalized(const std::string &address) {
 
 }  // namespace
 
+namespace {
+
+// Every certificate chain passes: a lane's certificate must be the very
+// one the control channel's client presented (checked after the handshake),
+// and TLS 1.3 made the lane prove it holds its key.
+int any_chain(int, X509_STORE_CTX *) { return 1; }
+
+}  // namespace
+
 struct TcpTarget::Hello {
-  int fd = -1;
+  std::unique_ptr<ByteStream> stream;  // owns the connection
+  SSL *ssl = nullptr;                  // TLS lanes: the stream's, until its handshake is done
+  uint32_t interest = EPOLLIN;
   Clock::time_point deadline;
   std::string peer;  // address:port, for the log
   uint8_t buf[proto::kLaneHelloSize] = {};
@@ -161,8 +176,7 @@ void TcpTarget::run() noexcept {
   } catch (const std::exception &e) {
     fatal(std::string("data listener: ") + e.what());
   }
-  for (auto &h : hellos_) ::close(h->fd);
-  hellos_.clear();
+  hellos_.clear();  // each closes its connection
   refusals_.flush();
 }
 
@@ -245,13 +259,15 @@ void TcpTarget::accept_ready() {
       refusals_.refused(peer, "out of memory");
       continue;
     }
-    h->fd = fd;
+    if (const char *why = open_stream(*h, fd)) {
+      refusals_.refused(peer, why);
+      continue;
+    }
     h->deadline = Clock::now() + params_.hello_timeout;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = h.get();
     if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-      ::close(fd);
       refusals_.refused(peer, strerror(errno));
       continue;
     }
@@ -259,18 +275,91 @@ void TcpTarget::accept_ready() {
   }
 }
 
+const char *TcpTarget::open_stream(Hello &h, int fd) {
+  if (!params_.tls) {
+    h.stream = std::make_unique<SocketStream>(fd);
+    return nullptr;
+  }
+  SSL *ssl = SSL_new(params_.tls.ctx.get());
+  if (!ssl) {
+    ::close(fd);
+    ERR_clear_error();
+    return "out of memory";
+  }
+  h.stream = std::make_unique<TlsStream>(ssl, fd);  // owns both from here
+  h.ssl = ssl;
+  if (!attach_socket(ssl, fd)) return "TLS setup failed";
+  SSL_set_accept_state(ssl);
+  if (params_.tls.peer_cert) {
+    SSL_set_verify(ssl, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, any_chain);
+    if (SSL_set_ciphersuites(ssl, kLaneCipherSuites) != 1) return "TLS setup failed";
+  }
+  return nullptr;
+}
+
 void TcpTarget::close_hello(Hello &h) {
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, h.fd, nullptr);
-  ::close(h.fd);
+  ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, h.stream->fd(), nullptr);
   std::erase_if(hellos_, [&](const std::unique_ptr<Hello> &p) { return p.get() == &h; });
 }
 
+const char *TcpTarget::stable_reason(const char *prefix, const char *reason) {
+  try {
+    return refusal_texts_.insert(std::string(prefix) + reason).first->c_str();
+  } catch (const std::bad_alloc &) {
+    return prefix;
+  }
+}
+
+// A TLS lane: its handshake, stepped on each readiness, then its binding
+// to the session's client certificate. False when the lane is refused.
+bool TcpTarget::tls_ready(Hello &h) {
+  short want = 0;
+  const char *why = nullptr;
+  std::error_code ec = handshake_step(h.ssl, want, why);
+  if (ec.value() == EAGAIN) {
+    const uint32_t interest = want == POLLOUT ? EPOLLOUT : EPOLLIN;
+    if (interest != h.interest) {
+      epoll_event ev{};
+      ev.events = interest;
+      ev.data.ptr = &h;
+      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, h.stream->fd(), &ev) == 0) h.interest = interest;
+    }
+    return true;
+  }
+  if (ec) {
+    refusals_.refused(h.peer, stable_reason("TLS handshake failed: ", why ? why : "?"));
+    return false;
+  }
+  if (params_.tls.peer_cert) {
+    X509 *cert = SSL_get0_peer_certificate(h.ssl);
+    if (!cert || X509_cmp(cert, params_.tls.peer_cert.get()) != 0) {
+      refusals_.refused(h.peer, "TLS certificate is not the one of the session's client");
+      return false;
+    }
+  }
+  RPMEM_LOG_DEBUG("data connection from %s: %s, %s, %s", h.peer.c_str(), SSL_get_version(h.ssl),
+                  SSL_get_cipher_name(h.ssl), record_layer(h.ssl));
+  h.ssl = nullptr;  // done
+  if (h.interest != EPOLLIN) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = &h;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, h.stream->fd(), &ev) == 0) h.interest = EPOLLIN;
+  }
+  return true;
+}
+
 void TcpTarget::hello_ready(Hello &h) {
+  if (h.ssl) {
+    if (!tls_ready(h)) return close_hello(h);
+    if (h.ssl) return;  // the handshake goes on
+  }
   size_t got = 0;
-  std::error_code ec = recv_nowait(h.fd, h.buf + h.got, sizeof(h.buf) - h.got, got);
+  std::error_code ec = h.stream->recv_nowait(h.buf + h.got, sizeof(h.buf) - h.got, got);
   h.got += got;
   if (ec) {
-    refusals_.refused(h.peer, "no lane hello");
+    refusals_.refused(h.peer,
+                      ec.value() == EPROTO && params_.tls ? "TLS record refused" : "no lane hello");
     return close_hello(h);
   }
   if (h.got < sizeof(h.buf)) return;  // the rest comes later
@@ -284,7 +373,10 @@ void TcpTarget::hello_ready(Hello &h) {
   if (refusal) {
     refusals_.refused(h.peer, refusal);
     uint8_t no[proto::kLaneHelloReplySize] = {EACCES, 0, 0, 0, 0, 0, 0, 0};
-    [[maybe_unused]] auto n = ::send(h.fd, no, sizeof(no), MSG_NOSIGNAL | MSG_DONTWAIT);
+    iovec iov{no, sizeof(no)};
+    iovec *unsent = &iov;
+    int n = 1;
+    [[maybe_unused]] auto ignored = h.stream->send_nowait(unsent, n);
     return close_hello(h);
   }
   // PMDK's line, once every lane is in (logged before the last reply, so
@@ -293,23 +385,27 @@ void TcpTarget::hello_ready(Hello &h) {
   // Eight bytes into the empty send buffer of a new connection: the send
   // takes them whole or the connection is already gone.
   uint8_t yes[proto::kLaneHelloReplySize] = {};
-  if (::send(h.fd, yes, sizeof(yes), MSG_NOSIGNAL | MSG_DONTWAIT) !=
-      static_cast<ssize_t>(sizeof(yes))) {
-    RPMEM_LOG_WARN("lane %u from %s: %s", hello->lane, h.peer.c_str(), strerror(errno));
+  iovec iov{yes, sizeof(yes)};
+  iovec *unsent = &iov;
+  int left = 1;
+  ec = h.stream->send_nowait(unsent, left);
+  if (ec || left != 0) {
+    RPMEM_LOG_WARN("lane %u from %s: %s", hello->lane, h.peer.c_str(),
+                   ec ? ec.message().c_str() : "the reply did not fit");
     return close_hello(h);
   }
-  const int fd = h.fd;
+  const int fd = h.stream->fd();
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  RPMEM_LOG_INFO("lane %u of %u connected from %s", hello->lane, hello->nlanes, h.peer.c_str());
-  h.fd = -1;
+  RPMEM_LOG_INFO("lane %u of %u connected from %s%s", hello->lane, hello->nlanes, h.peer.c_str(),
+                 params_.tls ? " (TLS)" : "");
+  std::unique_ptr<ByteStream> stream = std::move(h.stream);
   std::erase_if(hellos_, [&](const std::unique_ptr<Hello> &p) { return p.get() == &h; });
   set_nodelay(fd);
   set_peer_timeout(fd, params_.peer_timeout);
-  hand_over(fd, hello->lane);
+  hand_over(std::move(stream), hello->lane);
 }
 
-void TcpTarget::hand_over(int fd, unsigned lane) {
-  auto stream = std::make_unique<SocketStream>(fd);  // owns fd from here
+void TcpTarget::hand_over(std::unique_ptr<ByteStream> stream, unsigned lane) {
   if (nservers_ == 0) {
     const unsigned nlanes = admission_.session_nlanes();
     // A thread per CPU computes; on a disk, persists mostly wait for the

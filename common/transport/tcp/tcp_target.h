@@ -21,12 +21,14 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace rpmem::transport::tcp {
 
+class ByteStream;
 class LaneServer;
 
 class TcpTarget final : public Target {
@@ -50,8 +52,15 @@ class TcpTarget final : public Target {
   void loop();
   void accept_ready();
   void hello_ready(Hello &h);
+  // The connection's stream (cleartext, or TLS before its handshake);
+  // nullptr, or why it cannot be had (fd is closed then).
+  const char *open_stream(Hello &h, int fd);
+  bool tls_ready(Hello &h);
   void close_hello(Hello &h);
-  void hand_over(int fd, unsigned lane);
+  void hand_over(std::unique_ptr<ByteStream> stream, unsigned lane);
+  // A refusal reason that lives as long as the target (RefusalLog keeps
+  // pointers).
+  const char *stable_reason(const char *prefix, const char *reason);
   void fatal(const std::string &why);
 
   TargetPool &pool_;
@@ -66,7 +75,8 @@ class TcpTarget final : public Target {
   // The listener thread's own until it is joined.
   std::vector<std::unique_ptr<Hello>> hellos_;
   std::vector<std::unique_ptr<LaneServer>> servers_;
-  unsigned nservers_ = 0;  // fixed with the lane count
+  unsigned nservers_ = 0;                // fixed with the lane count
+  std::set<std::string> refusal_texts_;  // declared before refusals_: outlives it
   RefusalLog refusals_{"data connection"};
   std::thread listener_;
 };

@@ -164,7 +164,7 @@ TEST(ProtoHello, EncodesGoldenBytes) {
 
 TEST(ProtoHello, DefaultsCarryProtocolVersion) {
   const Bytes golden = {0x01, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x01, 0x00,
-                        0x02, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
+                        0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
   Hello m;
   m.transports = transport_bit(TransportKind::kTcp);
   EXPECT_EQ(encode(m), golden);
@@ -223,7 +223,7 @@ const Bytes kRequestHead = {
     0x08, 0x07, 0x06, 0x05,                          // nlanes
     0x18, 0x17, 0x16, 0x15, 0x14, 0x13, 0x12, 0x11,  // pool_size
     0x0c, 0x0b, 0x0a, 0x09,                          // transports
-    0x00, 0x00, 0x00, 0x00,                          // reserved
+    0x00, 0x00, 0x00, 0x00,                          // lane_flags
 };
 const Bytes kRequestTail = {
     0x05, 0x00, 0x00, 0x00,  // name_len 5, reserved
@@ -271,11 +271,29 @@ TEST(ProtoPoolRequest, RejectsTruncatedAndTrailingBytes) {
 TEST(ProtoPoolRequest, RejectsNonZeroReservedFields) {
   Bytes p = cat({kRequestHead, kAttrGolden, kRequestTail});
   ASSERT_TRUE(decode_pool_request(p));
-  for (size_t at : {20u, 21u, 22u, 23u, 24u + 104u + 2u, 24u + 104u + 3u}) {
+  for (size_t at : {21u, 22u, 23u, 24u + 104u + 2u, 24u + 104u + 3u}) {
     Bytes bad = p;
     bad[at] = 1;
     EXPECT_FALSE(decode_pool_request(bad)) << "reserved byte " << at;
   }
+  Bytes unknown_flag = p;
+  unknown_flag[20] = 2;  // lane_flags: only kLaneTls is known
+  EXPECT_FALSE(decode_pool_request(unknown_flag));
+}
+
+TEST(ProtoPoolRequest, CarriesTheTlsLaneFlag) {
+  Bytes p = cat({kRequestHead, kAttrGolden, kRequestTail});
+  p[20] = 1;
+  auto d = decode_pool_request(p);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->lane_flags, kLaneTls);
+  PoolRequest m = sample_request();
+  m.lane_flags = kLaneTls;
+  Bytes f = encode(MsgType::kOpen, m);
+  EXPECT_EQ(f[kFrameHeaderSize + 20], 1);
+  auto back = decode_pool_request(payload_of(f));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->lane_flags, kLaneTls);
 }
 
 TEST(ProtoPoolRequest, RejectsEmptyName) {
@@ -374,6 +392,63 @@ TEST(ProtoPoolResponse, RoundTrips) {
   EXPECT_EQ(d->secret, m.secret);
   EXPECT_EQ(d->attr, m.attr);
   EXPECT_EQ(d->provider_data, m.provider_data);
+}
+
+TEST(ProtoPoolResponse, WithoutTheExtensionIsWhatAnOlderClientDecodes) {
+  PoolResponse m = sample_response();
+  Bytes plain = encode(m);
+  m.extended = true;
+  m.lane_flags = 0;
+  Bytes ext = encode(m);
+  ASSERT_EQ(ext.size(), plain.size() + 8);  // flags, psk length, reserved
+  EXPECT_TRUE(
+      std::equal(plain.begin() + kFrameHeaderSize, plain.end(), ext.begin() + kFrameHeaderSize));
+  auto d = decode_pool_response(payload_of(plain));
+  ASSERT_TRUE(d);
+  EXPECT_FALSE(d->extended);
+}
+
+TEST(ProtoPoolResponse, RoundTripsTheLaneSecurityExtension) {
+  PoolResponse m = sample_response();
+  m.extended = true;
+  m.lane_flags = kLaneTls;
+  m.lane_psk = Bytes(32, 0x5a);
+  Bytes f = encode(m);
+  const size_t at = f.size() - 32 - 8;
+  EXPECT_EQ(Bytes(f.begin() + static_cast<long>(at), f.begin() + static_cast<long>(at) + 8),
+            (Bytes{0x01, 0, 0, 0, 0x20, 0, 0, 0}));
+  auto d = decode_pool_response(payload_of(f));
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->extended);
+  EXPECT_EQ(d->lane_flags, kLaneTls);
+  EXPECT_EQ(d->lane_psk, m.lane_psk);
+  // Without the extension it is what an older daemon sends; any part of
+  // the extension, or a byte more, is refused.
+  const Bytes p(f.begin() + kFrameHeaderSize, f.end());
+  const size_t base = p.size() - 8 - 32;
+  EXPECT_TRUE(decode_pool_response(std::span<const uint8_t>(p.data(), base)));
+  for (size_t n = base + 1; n < p.size(); ++n)
+    EXPECT_FALSE(decode_pool_response(std::span<const uint8_t>(p.data(), n))) << n;
+  Bytes longer = p;
+  longer.push_back(0);
+  EXPECT_FALSE(decode_pool_response(longer));
+}
+
+TEST(ProtoPoolResponse, RejectsABadLaneSecurityExtension) {
+  PoolResponse m = sample_response();
+  m.extended = true;
+  m.lane_flags = kLaneTls;
+  m.lane_psk = Bytes(kMaxLanePsk, 1);
+  ASSERT_TRUE(decode_pool_response(payload_of(encode(m))));
+  m.lane_psk = Bytes(kMaxLanePsk + 1, 1);
+  EXPECT_FALSE(decode_pool_response(payload_of(encode(m))));
+  m.lane_psk.clear();
+  m.lane_flags = 2;  // unknown
+  EXPECT_FALSE(decode_pool_response(payload_of(encode(m))));
+  m.lane_flags = kLaneTls;
+  Bytes f = encode(m);
+  f.back() = 1;  // reserved
+  EXPECT_FALSE(decode_pool_response(payload_of(f)));
 }
 
 TEST(ProtoPoolResponse, RoundTripsEveryStatus) {

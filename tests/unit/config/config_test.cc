@@ -505,6 +505,17 @@ TEST_F(ConfigTest, LaneGrantPeerTimeoutAndServiceCaps) {
     EXPECT_EQ(text_error(bad).code().value(), EINVAL) << bad;
 }
 
+TEST_F(ConfigTest, DataTlsModes) {
+  EXPECT_EQ(default_config(env_).data_tls, DataTls::kAllow);
+  EXPECT_EQ(parse_text("data-tls = no\n").data_tls, DataTls::kNo);
+  EXPECT_EQ(parse_text("data-tls = allow\n").data_tls, DataTls::kAllow);
+  EXPECT_EQ(parse_text("data-tls = yes\n").data_tls, DataTls::kYes);
+  EXPECT_EQ(parse_text("data-tls = require\n").data_tls, DataTls::kRequire);
+  EXPECT_EQ(parse({"--data-tls", "require"}).data_tls, DataTls::kRequire);
+  for (const char *bad : {"data-tls = 1", "data-tls = Yes", "data-tls = required"})
+    EXPECT_EQ(text_error(bad).code().value(), EINVAL) << bad;
+}
+
 TEST_F(ConfigTest, ReplaceHome) {
   EXPECT_EQ(replace_home("", "/h"), "");
   EXPECT_EQ(replace_home("/abs", "/h"), "/abs");

@@ -1,0 +1,499 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// TLS data lanes.
+#include "common/transport/tcp/tls_stream.h"
+
+#include "common/error.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#ifndef TCP_ULP
+#define TCP_ULP 31
+#endif
+
+namespace rpmem::transport::tcp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Bytes of small iovecs gathered into one record: a TLS record's payload.
+constexpr size_t kStage = 16 * 1024;
+// Bytes one SSL_write_ex takes at most, so that a KeyUpdate falls between
+// the records of a large request.
+constexpr size_t kMaxWrite = 1 << 20;
+
+// The PSK's identity: the key itself is per session, so one name will do.
+constexpr unsigned char kPskIdentity[] = "rpmem lane";
+constexpr size_t kPskIdentityLen = sizeof(kPskIdentity) - 1;
+constexpr unsigned char kAes128GcmSha256[] = {0x13, 0x01};
+
+// The key a PSK context holds, freed with the context.
+int psk_index() {
+  static const int index = SSL_CTX_get_ex_new_index(
+      0, nullptr, nullptr, nullptr, [](void *, void *ptr, CRYPTO_EX_DATA *, int, long, void *) {
+        delete static_cast<std::vector<uint8_t> *>(ptr);
+      });
+  return index;
+}
+
+// A resumable-looking session that carries the external PSK.
+SSL_SESSION *psk_session(SSL *ssl) {
+  const auto *key = static_cast<const std::vector<uint8_t> *>(
+      SSL_CTX_get_ex_data(SSL_get_SSL_CTX(ssl), psk_index()));
+  const SSL_CIPHER *cipher = SSL_CIPHER_find(ssl, kAes128GcmSha256);
+  if (!key || !cipher) return nullptr;
+  SSL_SESSION *s = SSL_SESSION_new();
+  if (!s) return nullptr;
+  if (SSL_SESSION_set1_master_key(s, key->data(), key->size()) != 1 ||
+      SSL_SESSION_set_cipher(s, cipher) != 1 ||
+      SSL_SESSION_set_protocol_version(s, TLS1_3_VERSION) != 1) {
+    SSL_SESSION_free(s);
+    return nullptr;
+  }
+  return s;
+}
+
+int use_psk(SSL *ssl, const EVP_MD *md, const unsigned char **id, size_t *idlen,
+            SSL_SESSION **sess) {
+  *sess = nullptr;
+  // After a HelloRetryRequest the suite is fixed: offer the key only for its hash.
+  if (md && md != EVP_sha256()) return 1;
+  *sess = psk_session(ssl);
+  *id = kPskIdentity;
+  *idlen = kPskIdentityLen;
+  return *sess ? 1 : 0;
+}
+
+int find_psk(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess) {
+  *sess = nullptr;
+  if (idlen != kPskIdentityLen || std::memcmp(id, kPskIdentity, idlen) != 0)
+    return 1;  // unknown identity: no PSK, and without a certificate no handshake
+  *sess = psk_session(ssl);
+  return *sess ? 1 : 0;
+}
+
+// The BIO of a lane without kernel TLS: the socket, sent to with
+// MSG_NOSIGNAL.
+struct SocketBio {
+  int fd;
+  bool eof = false;
+};
+
+int bio_write(BIO *b, const char *data, int len) {
+  auto *s = static_cast<SocketBio *>(BIO_get_data(b));
+  BIO_clear_retry_flags(b);
+  for (;;) {
+    ssize_t n = ::send(s->fd, data, static_cast<size_t>(len), MSG_NOSIGNAL);
+    if (n >= 0) return static_cast<int>(n);
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(b);
+    return -1;
+  }
+}
+
+int bio_read(BIO *b, char *data, int len) {
+  auto *s = static_cast<SocketBio *>(BIO_get_data(b));
+  BIO_clear_retry_flags(b);
+  for (;;) {
+    ssize_t n = ::recv(s->fd, data, static_cast<size_t>(len), 0);
+    if (n > 0) return static_cast<int>(n);
+    if (n == 0) {
+      s->eof = true;
+      return 0;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_read(b);
+    return -1;
+  }
+}
+
+long bio_ctrl(BIO *b, int cmd, long, void *ptr) {
+  auto *s = static_cast<SocketBio *>(BIO_get_data(b));
+  switch (cmd) {
+    case BIO_CTRL_FLUSH:
+      return 1;
+    case BIO_CTRL_EOF:
+      return s && s->eof ? 1 : 0;
+    case BIO_C_GET_FD:
+      if (!s) return -1;
+      if (ptr) *static_cast<int *>(ptr) = s->fd;
+      return s->fd;
+    default:
+      return 0;
+  }
+}
+
+int bio_destroy(BIO *b) {
+  delete static_cast<SocketBio *>(BIO_get_data(b));
+  BIO_set_data(b, nullptr);
+  return 1;
+}
+
+BIO_METHOD *socket_bio_method() {
+  static BIO_METHOD *const method = [] {
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "rpmem lane socket");
+    if (m) {
+      BIO_meth_set_write(m, bio_write);
+      BIO_meth_set_read(m, bio_read);
+      BIO_meth_set_ctrl(m, bio_ctrl);
+      BIO_meth_set_destroy(m, bio_destroy);
+    }
+    return m;
+  }();
+  return method;
+}
+
+// With kernel TLS, OpenSSL writes to the socket with write(2) and
+// sendmsg(2) without MSG_NOSIGNAL: SIGPIPE is blocked around each call and
+// one that the call raised is taken back, so the application never sees it.
+class NoSigpipe {
+ public:
+  NoSigpipe() noexcept : on_(kernel_tls().available) {
+    if (!on_) return;
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+    sigset_t pending;
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+  }
+  ~NoSigpipe() {
+    if (!on_) return;
+    if (!was_pending_) {
+      const int saved = errno;
+      timespec zero{};
+      while (sigtimedwait(&pipe_, nullptr, &zero) == SIGPIPE) {
+      }
+      errno = saved;
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
+  NoSigpipe(const NoSigpipe &) = delete;
+  NoSigpipe &operator=(const NoSigpipe &) = delete;
+
+ private:
+  bool on_;
+  bool was_pending_ = false;
+  sigset_t pipe_{}, old_{};
+};
+
+const char *reason_now() {
+  unsigned long e = ERR_peek_last_error();
+  const char *r = e ? ERR_reason_error_string(e) : nullptr;
+  ERR_clear_error();
+  return r ? r : "TLS error";
+}
+
+// The outcome of a failed SSL_* call: {} with `want` set while it waits.
+std::error_code map_ssl(SSL *ssl, int rc, short &want, const char **why = nullptr) {
+  const int saved = errno;
+  switch (SSL_get_error(ssl, rc)) {
+    case SSL_ERROR_WANT_READ:
+      want = POLLIN;
+      return {};
+    case SSL_ERROR_WANT_WRITE:
+      want = POLLOUT;
+      return {};
+    case SSL_ERROR_ZERO_RETURN:
+      ERR_clear_error();
+      return errc(ECONNRESET);
+    case SSL_ERROR_SYSCALL:
+      ERR_clear_error();
+      if (why) *why = saved ? strerror(saved) : "connection closed";
+      if (saved == 0 || saved == EPIPE || saved == ECONNRESET || saved == ENOTCONN)
+        return errc(ECONNRESET);
+      return errc(saved);
+    default: {
+      const unsigned long e = ERR_peek_last_error();
+      const bool eof = ERR_GET_REASON(e) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+      const char *r = reason_now();
+      if (why) *why = r;
+      return errc(eof ? ECONNRESET : EPROTO);
+    }
+  }
+}
+
+std::error_code wait(int fd, short events, int timeout_ms, Clock::time_point deadline) {
+  for (;;) {
+    int wait_ms = -1;
+    if (timeout_ms >= 0) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return errc(ETIMEDOUT);
+      wait_ms = static_cast<int>(left.count());
+    }
+    pollfd p{fd, events, 0};
+    int rc = ::poll(&p, 1, wait_ms);
+    if (rc > 0) return {};
+    if (rc == 0) return errc(ETIMEDOUT);
+    if (errno != EINTR) return last_errc();
+  }
+}
+
+Clock::time_point deadline_of(int timeout_ms) {
+  return Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+}
+
+void advance(iovec *&iov, int &n, size_t sent) {
+  while (n > 0 && sent >= iov->iov_len) {
+    sent -= iov->iov_len;
+    ++iov;
+    --n;
+  }
+  if (n > 0) {
+    iov->iov_base = static_cast<char *>(iov->iov_base) + sent;
+    iov->iov_len -= sent;
+  }
+}
+
+}  // namespace
+
+const KernelTls &kernel_tls() noexcept {
+  static const KernelTls probe = [] {
+    KernelTls k;
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      k.probe_errno = errno;
+      return k;
+    }
+    if (::setsockopt(fd, IPPROTO_TCP, TCP_ULP, "tls", sizeof("tls")) == 0) {
+      k.available = true;  // an older kernel that allows it unconnected
+    } else {
+      k.probe_errno = errno;
+      k.available = errno == ENOTCONN;
+    }
+    ::close(fd);
+    return k;
+  }();
+  return probe;
+}
+
+const char *record_layer(SSL *ssl) noexcept {
+#ifndef OPENSSL_NO_KTLS
+  const bool tx = BIO_get_ktls_send(SSL_get_wbio(ssl)) > 0;
+  const bool rx = BIO_get_ktls_recv(SSL_get_rbio(ssl)) > 0;
+  if (tx && rx) return "kernel TLS";
+  if (tx) return "kernel TLS (send only)";
+  if (rx) return "kernel TLS (receive only)";
+#else
+  (void)ssl;
+#endif
+  return "user-space TLS";
+}
+
+std::shared_ptr<SSL_CTX> make_psk_context(bool server, std::span<const uint8_t> psk,
+                                          std::string &why) {
+  SSL_CTX *raw = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+  if (!raw) {
+    why = std::string("SSL_CTX_new: ") + reason_now();
+    return nullptr;
+  }
+  std::shared_ptr<SSL_CTX> ctx(raw, SSL_CTX_free);
+  auto *key = new (std::nothrow) std::vector<uint8_t>(psk.begin(), psk.end());
+  if (!key || psk_index() < 0 || SSL_CTX_set_ex_data(raw, psk_index(), key) != 1) {
+    delete key;
+    why = "cannot keep the lane key";
+    return nullptr;
+  }
+  if (SSL_CTX_set_min_proto_version(raw, TLS1_3_VERSION) != 1 ||
+      SSL_CTX_set_max_proto_version(raw, TLS1_3_VERSION) != 1 ||
+      SSL_CTX_set_ciphersuites(raw, "TLS_AES_128_GCM_SHA256") != 1 ||
+      SSL_CTX_set_num_tickets(raw, 0) != 1) {
+    why = std::string("lane TLS policy: ") + reason_now();
+    return nullptr;
+  }
+  SSL_CTX_set_options(raw, SSL_OP_NO_TICKET | SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
+  SSL_CTX_set_session_cache_mode(raw, SSL_SESS_CACHE_OFF);
+  if (server)
+    SSL_CTX_set_psk_find_session_callback(raw, find_psk);
+  else
+    SSL_CTX_set_psk_use_session_callback(raw, use_psk);
+  return ctx;
+}
+
+bool attach_socket(SSL *ssl, int fd) noexcept {
+  SSL_set_read_ahead(ssl, 1);
+  SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  if (kernel_tls().available) {
+    if (SSL_set_fd(ssl, fd) != 1) return false;
+    SSL_set_options(ssl, SSL_OP_ENABLE_KTLS);
+    return true;
+  }
+  BIO_METHOD *m = socket_bio_method();
+  BIO *b = m ? BIO_new(m) : nullptr;
+  if (!b) return false;
+  auto *data = new (std::nothrow) SocketBio{fd};
+  if (!data) {
+    BIO_free(b);
+    return false;
+  }
+  BIO_set_data(b, data);
+  BIO_set_init(b, 1);
+  SSL_set_bio(ssl, b, b);  // one reference, for both directions
+  return true;
+}
+
+std::error_code handshake_step(SSL *ssl, short &want, const char *&why) noexcept {
+  NoSigpipe guard;
+  ERR_clear_error();
+  errno = 0;
+  const int rc = SSL_do_handshake(ssl);
+  if (rc == 1) return {};
+  want = 0;
+  why = "TLS handshake failed";
+  std::error_code ec = map_ssl(ssl, rc, want, &why);
+  if (!ec && want) return errc(EAGAIN);
+  return ec ? ec : errc(EPROTO);
+}
+
+TlsStream::TlsStream(SSL *ssl, int fd, uint64_t key_update_bytes) noexcept
+    : ssl_(ssl), fd_(fd), key_update_bytes_(key_update_bytes) {}
+
+TlsStream::~TlsStream() {
+  SSL_free(ssl_);
+  ::close(fd_);
+}
+
+std::error_code TlsStream::recv_nowait(void *buf, size_t len, size_t &got) noexcept {
+  got = 0;
+  NoSigpipe guard;  // a read may send an alert
+  auto *p = static_cast<uint8_t *>(buf);
+  while (got < len) {
+    size_t n = 0;
+    ERR_clear_error();
+    errno = 0;
+    const int rc = SSL_read_ex(ssl_, p + got, len - got, &n);
+    if (rc == 1) {
+      got += n;
+      // Nothing more inside OpenSSL: another read would only find the
+      // socket empty (one receive more per request); what comes later
+      // makes the socket readable.
+      if (got < len && SSL_has_pending(ssl_) == 0) {
+        stopped_full_ = false;
+        return {};
+      }
+      continue;
+    }
+    short want = 0;
+    // A read that wants to write (a key update) is tried again with the
+    // next readiness; the lanes send no key updates of their own.
+    std::error_code ec = map_ssl(ssl_, rc, want);
+    stopped_full_ = false;
+    if (ec && got > 0) return {};  // the bytes first; the error comes again
+    return ec;
+  }
+  stopped_full_ = true;
+  return {};
+}
+
+std::error_code TlsStream::send_nowait(iovec *&iov, int &n) noexcept {
+  NoSigpipe guard;
+  while (n > 0) {
+    // What to write now. The choice depends only on the iovecs, so a write
+    // retried after SSL_ERROR_WANT_WRITE offers the same bytes again.
+    const void *p = iov[0].iov_base;
+    size_t len = std::min(iov[0].iov_len, kMaxWrite);
+    if (n > 1 && len < kStage) {
+      if (!stage_) {
+        stage_.reset(new (std::nothrow) uint8_t[kStage]);
+        if (!stage_) return errc(ENOMEM);
+      }
+      len = 0;
+      for (int i = 0; i < n && len < kStage; ++i) {
+        const size_t take = std::min(iov[i].iov_len, kStage - len);
+        std::memcpy(stage_.get() + len, iov[i].iov_base, take);
+        len += take;
+      }
+      p = stage_.get();
+    }
+    if (len == 0) {  // empty iovecs only
+      advance(iov, n, 0);
+      continue;
+    }
+    size_t written = 0;
+    ERR_clear_error();
+    errno = 0;
+    const int rc = SSL_write_ex(ssl_, p, len, &written);
+    if (rc != 1) {
+      short want = 0;
+      return map_ssl(ssl_, rc, want);  // {}: the socket is full, n > 0
+    }
+    advance(iov, n, written);
+    sent_under_key_ += written;
+    if (sent_under_key_ >= key_update_bytes_) {
+      // Our sending key only: the peer need not answer (it moves on its
+      // own count). The KeyUpdate goes out before the next record.
+      if (SSL_key_update(ssl_, SSL_KEY_UPDATE_NOT_REQUESTED) == 1) sent_under_key_ = 0;
+      ERR_clear_error();
+    }
+  }
+  return {};
+}
+
+std::error_code stream_send_all(ByteStream &s, iovec *iov, int n, int timeout_ms) noexcept {
+  const auto deadline = deadline_of(timeout_ms);
+  while (n > 0) {
+    if (auto ec = s.send_nowait(iov, n)) return ec;
+    if (n > 0)
+      if (auto ec = wait(s.fd(), POLLOUT, timeout_ms, deadline)) return ec;
+  }
+  return {};
+}
+
+std::error_code stream_recv_all(ByteStream &s, void *buf, size_t len, int timeout_ms) noexcept {
+  const auto deadline = deadline_of(timeout_ms);
+  auto *p = static_cast<uint8_t *>(buf);
+  size_t have = 0;
+  while (have < len) {
+    size_t got = 0;
+    if (auto ec = s.recv_nowait(p + have, len - have, got)) return ec;
+    have += got;
+    if (have < len && got == 0)
+      if (auto ec = wait(s.fd(), POLLIN, timeout_ms, deadline)) return ec;
+  }
+  return {};
+}
+
+size_t stream_recv_spinning(ByteStream &s, void *buf, size_t len,
+                            std::chrono::nanoseconds budget) noexcept {
+  const auto until = Clock::now() + budget;
+  do {
+    size_t got = 0;
+    if (s.recv_nowait(buf, len, got)) return 0;
+    if (got > 0) return got;
+    ::sched_yield();
+  } while (Clock::now() < until);
+  return 0;
+}
+
+std::error_code client_handshake(SSL *ssl, int fd, int timeout_ms, std::string &why) noexcept {
+  const auto deadline = deadline_of(timeout_ms);
+  for (;;) {
+    short want = 0;
+    const char *reason = nullptr;
+    std::error_code ec = handshake_step(ssl, want, reason);
+    if (!ec) return {};
+    if (ec.value() != EAGAIN) {
+      why = reason ? reason : ec.message();
+      return ec;
+    }
+    if (auto wec = wait(fd, want, timeout_ms, deadline)) {
+      why = "no TLS handshake in time";
+      return wec;
+    }
+  }
+}
+
+}  // namespace rpmem::transport::tcp

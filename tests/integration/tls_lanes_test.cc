@@ -1,0 +1,336 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// TLS data lanes in ssh mode: the daemon's data-tls modes, the key handed
+// over the control channel, and what a TLS data port does with strangers --
+// cleartext lanes, a wrong key, a wrong secret, records cut short or
+// altered -- checked in the pool's part file, not only in return codes.
+#include "tests/integration/harness.h"
+#include "tests/integration/raw_peer.h"
+#include "tests/integration/tls_peer.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "librpmem.h"
+
+namespace rpmem_test {
+namespace {
+
+constexpr size_t kPool = 4 * kMiB;
+
+// Sets (or unsets: nullopt) RPMEM_DATA_TLS for one test and restores it.
+class DataTlsEnv {
+ public:
+  explicit DataTlsEnv(std::optional<std::string> value) {
+    if (const char *v = std::getenv("RPMEM_DATA_TLS")) saved_ = v;
+    if (value)
+      set_env("RPMEM_DATA_TLS", *value);
+    else
+      ::unsetenv("RPMEM_DATA_TLS");
+  }
+  ~DataTlsEnv() {
+    if (saved_)
+      set_env("RPMEM_DATA_TLS", *saved_);
+    else
+      ::unsetenv("RPMEM_DATA_TLS");
+  }
+
+ private:
+  std::optional<std::string> saved_;
+};
+
+class TlsLanes : public ::testing::Test {
+ protected:
+  void SetUp() override { target_.write_poolset("t.set", parts_, "OPTION NOHDRS\n"); }
+
+  // A create of t.set through a raw rpmemd, as a client of protocol
+  // 1.`minor` asking for `lane_flags`; the response (status checked by the
+  // caller).
+  std::optional<proto::PoolResponse> create(RawDaemon &d, uint16_t minor, uint32_t lane_flags) {
+    if (!d.read_hello()) return std::nullopt;
+    proto::PoolRequest req = pool_request("t.set", kPool, 2, false);
+    req.minor = minor;
+    req.lane_flags = lane_flags;
+    if (!d.send(proto::encode(proto::MsgType::kCreate, req))) return std::nullopt;
+    proto::Bytes p;
+    auto h = d.read_frame(p);
+    if (!h || h->type != proto::MsgType::kPoolResp) return std::nullopt;
+    auto r = proto::decode_pool_response(p);
+    if (!r) return std::nullopt;
+    return *r;
+  }
+
+  std::vector<uint8_t> part() const { return read_file(target_.part_path("t.part")); }
+
+  Target target_;
+  const std::vector<Part> parts_{{kPool, "t.part"}};
+};
+
+proto::Bytes pattern(size_t n, uint8_t seed) {
+  proto::Bytes b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(seed + i * 7);
+  return b;
+}
+
+bool part_has(const std::vector<uint8_t> &part, uint64_t offset, const proto::Bytes &b) {
+  return part.size() >= offset + b.size() &&
+         std::equal(b.begin(), b.end(), part.begin() + static_cast<long>(offset));
+}
+
+TEST_F(TlsLanes, AllowGivesTlsOnlyToAClientThatAsks) {
+  {
+    RawDaemon d(target_);
+    auto r = create(d, proto::kMinor, 0);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, proto::Status::kSuccess);
+    EXPECT_TRUE(r->extended);  // a client of minor 3 reads the extension
+    EXPECT_EQ(r->lane_flags, 0u);
+    EXPECT_TRUE(r->lane_psk.empty());
+  }
+  for (uint16_t older : {uint16_t{1}, proto::kMinorStaged}) {
+    RawDaemon d(target_);
+    auto r = create(d, older, 0);  // an older client: no extension at all
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, proto::Status::kSuccess);
+    EXPECT_FALSE(r->extended) << older;
+  }
+  RawDaemon d(target_);
+  auto r = create(d, proto::kMinor, proto::kLaneTls);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, proto::Status::kSuccess);
+  EXPECT_EQ(r->lane_flags, proto::kLaneTls);
+  EXPECT_EQ(r->lane_psk.size(), 32u);
+  EXPECT_NE(r->lane_psk, proto::Bytes(32, 0));
+  EXPECT_NE(target_.log_text().find("data lanes: TLS (a pre-shared key of the session)"),
+            std::string::npos);
+}
+
+TEST_F(TlsLanes, RequireRefusesAClientThatCannotAndYesLeavesItCleartext) {
+  for (uint16_t older : {uint16_t{1}, proto::kMinorStaged}) {
+    RawDaemon d(target_, {"--data-tls", "require"});
+    auto r = create(d, older, 0);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, proto::Status::kProvNoSup);
+    EXPECT_FALSE(r->extended);  // what an older client can decode
+    const std::string line =
+        "data-tls = require: the client (protocol 1." + std::to_string(older) + ") cannot run";
+    EXPECT_NE(target_.log_text().find(line), std::string::npos) << target_.log_text();
+  }
+  {
+    RawDaemon d(target_, {"--data-tls", "require"});
+    auto r = create(d, proto::kMinor, 0);  // did not ask, can: gets TLS
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, proto::Status::kSuccess);
+    EXPECT_EQ(r->lane_flags, proto::kLaneTls);
+    EXPECT_EQ(r->lane_psk.size(), 32u);
+  }
+  RawDaemon d(target_, {"--data-tls", "yes"});
+  auto r = create(d, 1, 0);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, proto::Status::kSuccess);
+  EXPECT_FALSE(r->extended);
+}
+
+TEST_F(TlsLanes, NoRefusesAClientThatAsks) {
+  RawDaemon d(target_, {"--data-tls", "no"});
+  auto r = create(d, proto::kMinor, proto::kLaneTls);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, proto::Status::kProvNoSup);
+  EXPECT_TRUE(r->lane_psk.empty());
+  // And through librpmem: RPMEM_DATA_TLS=1 is never served cleartext.
+  DataTlsEnv env("1");
+  set_env("RPMEM_CMD", target_.rpmemd_cmd("--data-tls no"));
+  LocalPool local(kPool);
+  unsigned nlanes = 2;
+  errno = 0;
+  RPMEMpool *rpp = rpmem_create("127.0.0.1", "t.set", local.data(), local.size(), &nlanes, nullptr);
+  EXPECT_EQ(rpp, nullptr);
+  EXPECT_EQ(errno, EMEDIUMTYPE);
+  if (rpp) rpmem_close(rpp);
+}
+
+TEST_F(TlsLanes, LibrpmemWritesFlushesAndReadsThroughTlsLanes) {
+  DataTlsEnv env(std::nullopt);  // the daemon turns TLS on: data-tls = require
+  set_env("RPMEM_CMD", target_.rpmemd_cmd("--data-tls require"));
+  LocalPool local(kPool, 3);
+  unsigned nlanes = 4;
+  RPMEMpool *rpp = rpmem_create("127.0.0.1", "t.set", local.data(), local.size(), &nlanes, nullptr);
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
+  // Sizes around the record size (16 KiB) and the staging of small writes.
+  std::vector<std::pair<size_t, size_t>> ranges;
+  size_t off = 0;
+  for (size_t len : {1ul, 8ul, 64ul, 16383ul, 16384ul, 16385ul, 100000ul, 1ul << 20}) {
+    ASSERT_EQ(rpmem_persist(rpp, off, len, 0, 0), 0) << len;
+    ranges.emplace_back(off, len);
+    off += len + 8;
+  }
+  local.fill(3 * kMiB, 4096, 0x77);
+  ASSERT_EQ(rpmem_flush(rpp, 3 * kMiB, 4096, 1, 0), 0);
+  ASSERT_EQ(rpmem_drain(rpp, 1, 0), 0);
+  std::vector<uint8_t> back(off);  // reads of more than a record, gaps included
+  ASSERT_EQ(rpmem_read(rpp, back.data(), 0, back.size(), 2), 0);
+  for (auto [o, len] : ranges) EXPECT_TRUE(same_bytes(back.data(), local.data(), o, len));
+  EXPECT_EQ(back[1], 0);  // a gap: never written
+  ASSERT_EQ(rpmem_close(rpp), 0);
+  const auto file = part();
+  ASSERT_EQ(file.size(), kPool);
+  for (auto [o, len] : ranges) EXPECT_TRUE(same_bytes(file.data(), local.data(), o, len));
+  EXPECT_TRUE(same_bytes(file.data(), local.data(), 3 * kMiB, 4096));
+  const std::string log = target_.log_text();
+  EXPECT_NE(log.find("data lanes: TLS (a pre-shared key of the session)"), std::string::npos);
+  EXPECT_NE(log.find("of 4 connected from 127.0.0.1"), std::string::npos);
+  EXPECT_NE(log.find("(TLS)"), std::string::npos);
+}
+
+TEST_F(TlsLanes, CleartextLanesWrongKeysAndWrongSecretsAreRefused) {
+  RawDaemon d(target_);
+  auto r = create(d, proto::kMinor, proto::kLaneTls);
+  ASSERT_TRUE(r && r->status == proto::Status::kSuccess);
+  // A cleartext lane hello with the right secret: no TLS, no lane.
+  int clear = connect_port(r->port);
+  ASSERT_GE(clear, 0);
+  proto::LaneHello hello;
+  hello.secret = r->secret;
+  hello.lane = 0;
+  hello.nlanes = 2;
+  uint8_t hb[proto::kLaneHelloSize];
+  proto::encode(hello, hb);
+  ASSERT_TRUE(write_all_fd(clear, hb, sizeof(hb)));
+  uint8_t answer[proto::kLaneHelloReplySize] = {1};
+  // Whatever comes back (a TLS alert) is not an admission, and the
+  // connection ends.
+  if (read_exact_fd(clear, answer, sizeof(answer), 3000)) {
+    EXPECT_NE(proto::Bytes(answer, answer + 8), proto::Bytes(8, 0));
+  }
+  EXPECT_TRUE(peer_closes(clear));
+  ::close(clear);
+  // TLS with another key: the handshake fails.
+  proto::Bytes wrong = r->lane_psk;
+  wrong[0] ^= 1;
+  {
+    TlsPeer peer(r->port, psk_client_context(wrong));
+    EXPECT_FALSE(peer.handshaken());
+  }
+  // The right key with a wrong secret: refused inside TLS.
+  {
+    TlsPeer peer(r->port, psk_client_context(r->lane_psk));
+    ASSERT_TRUE(peer.handshaken()) << peer.why();
+    proto::Secret bad = r->secret;
+    bad[31] ^= 0x80;
+    uint32_t reply = 0;
+    ASSERT_TRUE(peer.hello(bad, 0, 2, reply));
+    EXPECT_EQ(reply, static_cast<uint32_t>(EACCES));
+  }
+  // The right key and secret: admitted, and its persist lands.
+  TlsPeer peer(r->port, psk_client_context(r->lane_psk));
+  ASSERT_TRUE(peer.handshaken()) << peer.why();
+  uint32_t reply = 1;
+  ASSERT_TRUE(peer.hello(r->secret, 0, 2, reply));
+  EXPECT_EQ(reply, 0u);
+  const proto::Bytes bytes = pattern(5000, 11);
+  EXPECT_EQ(peer.persist(8192, bytes), 0);
+  EXPECT_TRUE(part_has(part(), 8192, bytes));
+  const std::string log = target_.log_text();
+  EXPECT_NE(log.find("refused: TLS handshake failed"), std::string::npos) << log;
+  EXPECT_NE(log.find("lane 0 of 2 connected from 127.0.0.1"), std::string::npos) << log;
+}
+
+TEST_F(TlsLanes, AlteredRecordsAreRefusedAndWriteNothing) {
+  RawDaemon d(target_);
+  auto r = create(d, proto::kMinor, proto::kLaneTls);
+  ASSERT_TRUE(r && r->status == proto::Status::kSuccess);
+  TlsPeer peer(r->port, psk_client_context(r->lane_psk));
+  ASSERT_TRUE(peer.handshaken()) << peer.why();
+  uint32_t reply = 1;
+  ASSERT_TRUE(peer.hello(r->secret, 0, 2, reply));
+  ASSERT_EQ(reply, 0u);
+  // A persist of 0xee, sealed, one ciphertext byte flipped on the way: what
+  // an attacker on the path can do to a record. It must not land.
+  const proto::Bytes payload(4096, 0xee);
+  uint8_t hdr[proto::kDataRequestSize];
+  proto::encode(proto::DataRequest{proto::DataOp::kPersist, 0, 65536, payload.size()}, hdr);
+  proto::Bytes request(hdr, hdr + sizeof(hdr));
+  request.insert(request.end(), payload.begin(), payload.end());
+  proto::Bytes sealed = peer.seal(request);
+  ASSERT_GT(sealed.size(), request.size());
+  sealed[sealed.size() / 2] ^= 0x01;
+  ASSERT_TRUE(write_all_fd(peer.fd(), sealed.data(), sealed.size()));
+  EXPECT_TRUE(peer_closes(peer.fd()));
+  const auto file = part();
+  ASSERT_EQ(file.size(), kPool);
+  EXPECT_FALSE(part_has(file, 65536, proto::Bytes(16, 0xee)));
+  EXPECT_TRUE(part_has(file, 65536, proto::Bytes(4096, 0)));
+  // The session goes on: lane 1 still connects and writes.
+  TlsPeer other(r->port, psk_client_context(r->lane_psk));
+  ASSERT_TRUE(other.handshaken()) << other.why();
+  ASSERT_TRUE(other.hello(r->secret, 1, 2, reply));
+  EXPECT_EQ(reply, 0u);
+  EXPECT_EQ(other.persist(4096, pattern(64, 5)), 0);
+  EXPECT_TRUE(part_has(part(), 4096, pattern(64, 5)));
+}
+
+TEST_F(TlsLanes, ARecordCutShortWritesNothingAndGarbageInsideEndsTheSession) {
+  RawDaemon d(target_);
+  auto r = create(d, proto::kMinor, proto::kLaneTls);
+  ASSERT_TRUE(r && r->status == proto::Status::kSuccess);
+  {
+    TlsPeer peer(r->port, psk_client_context(r->lane_psk));
+    ASSERT_TRUE(peer.handshaken()) << peer.why();
+    uint32_t reply = 1;
+    ASSERT_TRUE(peer.hello(r->secret, 0, 2, reply));
+    ASSERT_EQ(reply, 0u);
+    const proto::Bytes payload(8000, 0xcd);
+    uint8_t hdr[proto::kDataRequestSize];
+    proto::encode(proto::DataRequest{proto::DataOp::kPersist, 0, 131072, payload.size()}, hdr);
+    proto::Bytes request(hdr, hdr + sizeof(hdr));
+    request.insert(request.end(), payload.begin(), payload.end());
+    proto::Bytes sealed = peer.seal(request);
+    // All of the record but its last 20 bytes (the tag and some payload),
+    // then the connection ends.
+    ASSERT_TRUE(write_all_fd(peer.fd(), sealed.data(), sealed.size() - 20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(part_has(part(), 131072, proto::Bytes(8, 0xcd)));
+  // Lane 1, admitted: a well-sealed request that is garbage ends the
+  // session, as on a cleartext lane.
+  TlsPeer peer(r->port, psk_client_context(r->lane_psk));
+  ASSERT_TRUE(peer.handshaken()) << peer.why();
+  uint32_t reply = 1;
+  ASSERT_TRUE(peer.hello(r->secret, 1, 2, reply));
+  ASSERT_EQ(reply, 0u);
+  uint8_t junk[proto::kDataRequestSize];
+  std::memset(junk, 0x77, sizeof(junk));
+  ASSERT_TRUE(peer.send(junk, sizeof(junk)));
+  EXPECT_TRUE(peer_closes(peer.fd()));
+  auto st = d.wait();
+  ASSERT_TRUE(st);
+  EXPECT_EQ(describe_status(st), "exit 255");
+  EXPECT_NE(target_.log_text().find("malformed data request"), std::string::npos);
+}
+
+TEST_F(TlsLanes, StrangersInTheirHandshakeAreBoundedByTheHelloDeadline) {
+  RawDaemon d(target_);
+  auto r = create(d, proto::kMinor, proto::kLaneTls);
+  ASSERT_TRUE(r && r->status == proto::Status::kSuccess);
+  // A connection that sends half a ClientHello and waits: closed by the
+  // hello deadline; the lanes that follow are admitted.
+  int slow = connect_port(r->port);
+  ASSERT_GE(slow, 0);
+  const uint8_t partial[] = {0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00};
+  ASSERT_TRUE(write_all_fd(slow, partial, sizeof(partial)));
+  TlsPeer peer(r->port, psk_client_context(r->lane_psk));
+  ASSERT_TRUE(peer.handshaken()) << peer.why();
+  uint32_t reply = 1;
+  ASSERT_TRUE(peer.hello(r->secret, 0, 2, reply));
+  EXPECT_EQ(reply, 0u);
+  EXPECT_TRUE(peer_closes(slow, 15000));
+  ::close(slow);
+  EXPECT_NE(target_.log_text().find("no lane hello in time"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rpmem_test

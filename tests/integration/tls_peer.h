@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// A test's own TLS data lane: a TCP connection to a data port with an
+// OpenSSL client on it (the pre-shared key of an ssh-mode session, or a
+// certificate of the service's CA), the lane hello inside TLS, and raw data
+// requests -- or raw TLS records, cut short or altered, for the hostile
+// cases.
+#ifndef RPMEM_TESTS_INTEGRATION_TLS_PEER_H
+#define RPMEM_TESTS_INTEGRATION_TLS_PEER_H
+
+#include "common/transport/tcp/tls_stream.h"
+#include "tests/integration/raw_peer.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include <memory>
+#include <string>
+
+namespace rpmem_test {
+
+namespace tcp = rpmem::transport::tcp;
+
+// A client context with `who`'s certificate and key from `dir`, trusting
+// dir/ca.crt (service mode).
+inline std::shared_ptr<SSL_CTX> cert_client_context(const std::string &dir,
+                                                    const std::string &who) {
+  std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+  if (!ctx) return nullptr;
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  if (SSL_CTX_load_verify_locations(ctx.get(), (dir + "/ca.crt").c_str(), nullptr) != 1 ||
+      SSL_CTX_use_certificate_chain_file(ctx.get(), (dir + "/" + who + ".crt").c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(ctx.get(), (dir + "/" + who + ".key").c_str(),
+                                  SSL_FILETYPE_PEM) != 1)
+    return nullptr;
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  return ctx;
+}
+
+inline std::shared_ptr<SSL_CTX> psk_client_context(const proto::Bytes &psk) {
+  std::string why;
+  return tcp::make_psk_context(false, psk, why);
+}
+
+// One TLS connection to 127.0.0.1:port (blocking waits, bounded).
+class TlsPeer {
+ public:
+  TlsPeer(uint16_t port, const std::shared_ptr<SSL_CTX> &ctx) {
+    fd_ = connect_port(port);
+    if (fd_ < 0 || !ctx) return;
+    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
+    SSL *ssl = SSL_new(ctx.get());
+    stream_ = std::make_unique<tcp::TlsStream>(ssl, fd_);
+    tcp::attach_socket(ssl, fd_);
+    SSL_set_connect_state(ssl);
+    ok_ = !tcp::client_handshake(ssl, fd_, 5000, why_);
+  }
+  ~TlsPeer() {
+    if (!stream_ && fd_ >= 0) ::close(fd_);
+  }
+  TlsPeer(const TlsPeer &) = delete;
+  TlsPeer &operator=(const TlsPeer &) = delete;
+
+  bool handshaken() const { return ok_; }
+  const std::string &why() const { return why_; }
+  int fd() const { return fd_; }
+  SSL *ssl() const { return stream_ ? stream_->ssl() : nullptr; }
+
+  bool send(const void *p, size_t n) {
+    iovec iov{const_cast<void *>(p), n};
+    return ok_ && !tcp::stream_send_all(*stream_, &iov, 1, 5000);
+  }
+  bool recv(void *p, size_t n, int timeout_ms = 5000) {
+    return ok_ && !tcp::stream_recv_all(*stream_, p, n, timeout_ms);
+  }
+
+  // The lane hello; the target's 8-byte answer in `reply` (0: admitted).
+  bool hello(const proto::Secret &secret, uint32_t lane, uint32_t nlanes, uint32_t &reply) {
+    proto::LaneHello h;
+    h.secret = secret;
+    h.lane = lane;
+    h.nlanes = nlanes;
+    uint8_t buf[proto::kLaneHelloSize];
+    proto::encode(h, buf);
+    uint8_t r[proto::kLaneHelloReplySize];
+    if (!send(buf, sizeof(buf)) || !recv(r, sizeof(r))) return false;
+    reply = static_cast<uint32_t>(r[0] | r[1] << 8 | r[2] << 16 | r[3] << 24);
+    return true;
+  }
+
+  // A persist of `bytes` at `offset`; its reply status, or -1 when none came.
+  int persist(uint64_t offset, const proto::Bytes &bytes) {
+    uint8_t hdr[proto::kDataRequestSize];
+    proto::encode(proto::DataRequest{proto::DataOp::kPersist, 0, offset, bytes.size()}, hdr);
+    proto::Bytes all(hdr, hdr + sizeof(hdr));
+    all.insert(all.end(), bytes.begin(), bytes.end());
+    uint8_t r[proto::kDataReplySize];
+    if (!send(all.data(), all.size()) || !recv(r, sizeof(r))) return -1;
+    auto reply = proto::decode_data_reply(r);
+    return reply ? static_cast<int>(reply->status) : -1;
+  }
+
+  // The TLS records that `bytes` make, not sent: the test sends them, or
+  // a part of them, or altered, with ::send on fd().
+  proto::Bytes seal(const proto::Bytes &bytes) {
+    BIO *mem = BIO_new(BIO_s_mem());
+    BIO *sock = SSL_get_wbio(ssl());
+    BIO_up_ref(sock);
+    SSL_set0_wbio(ssl(), mem);
+    size_t written = 0;
+    SSL_write_ex(ssl(), bytes.data(), bytes.size(), &written);
+    char *p = nullptr;
+    long n = BIO_get_mem_data(mem, &p);
+    proto::Bytes out(p, p + (n > 0 ? n : 0));
+    SSL_set0_wbio(ssl(), sock);  // frees mem
+    return out;
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+  std::string why_;
+  std::unique_ptr<tcp::TlsStream> stream_;  // owns fd_ once made
+};
+
+}  // namespace rpmem_test
+
+#endif  // RPMEM_TESTS_INTEGRATION_TLS_PEER_H
