@@ -51,8 +51,9 @@ class TcpInitiatorLane final : public InitiatorLane {
   std::unique_ptr<ByteStream> tls_;
   const uint8_t *base_;
   int timeout_ms_;
-  unsigned wq_;          // queue bound
-  unsigned queued_ = 0;  // flushes posted, not yet sent
+  std::chrono::nanoseconds reply_time_{0};  // moving average: how long replies take
+  unsigned wq_;                             // queue bound
+  unsigned queued_ = 0;                     // flushes posted, not yet sent
   int niov_ = 0;
   std::unique_ptr<uint8_t[]> hdrs_;  // wq_ + 1 encoded headers (the last: the request)
   std::unique_ptr<iovec[]> iov_;     // 2 per header
