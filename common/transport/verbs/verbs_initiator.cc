@@ -11,6 +11,7 @@
 #include <netdb.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -23,7 +24,12 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kMaxWrite = 1ull << 30;  // bytes per WRITE work request
 constexpr size_t kBounceSize = 256 * 1024;  // rpmem_read chunk
-constexpr unsigned kSpins = 100;            // CQ polls before sleeping
+// How long a lane polls its CQ before it sleeps on the completion channel:
+// about as long as its completions have been taking (a moving average),
+// within these bounds. A wake-up from the channel costs far more than an
+// RNIC's round trip (~100 us under emulation), and the caller waits anyway.
+constexpr std::chrono::nanoseconds kMinSpin{20000};
+constexpr std::chrono::nanoseconds kMaxSpin{200000};
 enum WrId : uint64_t { kWrWrite = 1, kWrSend = 2, kWrRecv = 4, kWrRead = 8 };
 
 // What the lanes of one pool share; released with the last lane.
@@ -196,13 +202,18 @@ class VerbsLane final : public InitiatorLane {
     return {};
   }
 
-  // Waits until the completions in `need` (WrId bits) arrived: spins a
-  // little (a round trip on real hardware is a few microseconds), then sleeps
-  // on the completion channel and the rdma_cm channel, up to the timeout.
+  // Waits until the completions in `need` (WrId bits) arrived: spins for
+  // about as long as this lane's completions take (a few microseconds on
+  // real hardware), then sleeps on the completion channel and the rdma_cm
+  // channel, up to the timeout.
   std::error_code wait_for(uint64_t need) noexcept {
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms_);
+    const auto start = Clock::now();
+    const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
+    const auto spin =
+        std::clamp<std::chrono::nanoseconds>(wait_time_ + wait_time_ / 4, kMinSpin, kMaxSpin);
     uint64_t got = 0;
     bool armed = false;
+    bool spinning = true;
     for (unsigned spins = 0;; ++spins) {
       Completion wc[4];
       const int n = poll(cq_.get(), wc, 4);
@@ -217,9 +228,14 @@ class VerbsLane final : public InitiatorLane {
       }
       if ((got & need) == need) {
         unsignaled_ = 0;  // a signalled completion retires every earlier WRITE
+        wait_time_ = (3 * wait_time_ + (Clock::now() - start)) / 4;
         return {};
       }
-      if (n > 0 || spins < kSpins) continue;
+      if (n > 0) continue;
+      if (spinning) {  // the clock only every few polls
+        if (spins % 32 != 0 || Clock::now() - start < spin) continue;
+        spinning = false;
+      }
       if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
       if (!armed) {  // arm, then poll once more before sleeping
         if (auto ec = arm(cq_.get())) return fail("ibv_req_notify_cq", ec);
@@ -264,6 +280,7 @@ class VerbsLane final : public InitiatorLane {
   unsigned wq_size_;
   int timeout_ms_;
   unsigned unsignaled_ = 0;
+  std::chrono::nanoseconds wait_time_{0};  // moving average: how long completions take
   uint32_t reply_len_ = 0;
   FlushRanges ranges_;
   std::atomic<bool> dead_{false};
