@@ -434,6 +434,7 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
         lane.dst = pool_.base() + req->offset;
         lane.left = writes ? req->length : 0;
         lane.whole = disk_ && writes && req->length <= kLaneBuffer;
+        lane.written.clear();
         lane.state = Lane::State::kPayload;
         [[fallthrough]];
       }

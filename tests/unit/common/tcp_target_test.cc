@@ -74,6 +74,24 @@ class MemPool final : public TargetPool {
     cv_.wait(lock, [&] { return !hold_; });
     return fail_ ? errc_of(fail_) : std::error_code{};
   }
+  // As a pool on a disk: persists come as one durable write, flushes as a
+  // posted one, each counted.
+  bool persist_waits_for_device() const noexcept override { return disk; }
+  std::error_code write_durable(size_t offset, const uint8_t *src,
+                                size_t length) noexcept override {
+    std::lock_guard lock(mu_);
+    ++durable_writes;
+    std::memcpy(base() + offset, src, length);
+    return fail_ ? errc_of(fail_) : std::error_code{};
+  }
+  std::error_code write_posted(size_t offset, const uint8_t *src, size_t length) noexcept override {
+    std::lock_guard lock(mu_);
+    ++posted_writes;
+    std::memcpy(base() + offset, src, length);
+    return {};
+  }
+  bool disk = false;
+  std::atomic<unsigned> durable_writes{0}, posted_writes{0};
 
   void fail_with(int err) {
     std::lock_guard lock(mu_);
@@ -334,6 +352,34 @@ TEST_F(TcpTargetTest, PersistFailureIsEioAndLaneStaysUsable) {
   fill_pattern(local_.data() + 8192, 64, 7);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 64, false));
   EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 64));
+  EXPECT_EQ(fatal_count(), 0u);
+}
+
+// A pool on a disk: a persist is one durable write of the payload, a flush
+// a posted write that the drain persists; an error reaches that request
+// only, not a later one.
+TEST_F(TcpTargetTest, DiskPoolTakesPersistsAsDurableWritesAndFlushesAsPostedOnes) {
+  start();
+  pool_->disk = true;
+  connect_ok(1);
+  fill_pattern(local_.data() + 8192, 4096, 3);
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 4096, false));
+  EXPECT_EQ(pool_->durable_writes.load(), 1u);
+  EXPECT_TRUE(pool_->calls().empty()) << "persist() as well as the durable write";
+  EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 4096));
+  pool_->fail_with(EIO);
+  EXPECT_EQ(lanes_[0]->write(DataOp::kDeepPersist, 8192, 64, false), errc_of(EIO));
+  pool_->fail_with(0);
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 0, false)) << "an old error came back";
+  fill_pattern(local_.data() + 20000, 3000, 4);
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 20000, 3000, true));
+  EXPECT_FALSE(lanes_[0]->drain());
+  EXPECT_EQ(pool_->posted_writes.load(), 1u);
+  auto calls = pool_->calls();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].offset, 20000u);
+  EXPECT_EQ(calls[0].length, 3000u);
+  EXPECT_EQ(0, std::memcmp(pool_->base() + 20000, local_.data() + 20000, 3000));
   EXPECT_EQ(fatal_count(), 0u);
 }
 
