@@ -153,6 +153,7 @@ TEST_F(TlsLanes, NoRefusesAClientThatAsks) {
 }
 
 TEST_F(TlsLanes, LibrpmemWritesFlushesAndReadsThroughTlsLanes) {
+  if (verbs_only()) GTEST_SKIP() << "TLS lanes are tcp lanes, and tcp is disabled";
   DataTlsEnv env(std::nullopt);  // the daemon turns TLS on: data-tls = require
   set_env("RPMEM_CMD", target_.rpmemd_cmd("--data-tls require"));
   LocalPool local(kPool, 3);
