@@ -16,16 +16,15 @@
 #include <chrono>
 
 namespace rpmem::transport::tcp {
-namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Polls for `events` until the deadline; timeout_ms < 0 waits forever.
-std::error_code wait_for(int fd, short events, int timeout_ms, Clock::time_point deadline) {
+std::error_code wait_for(int fd, short events, int timeout_ms,
+                         Clock::time_point deadline) noexcept {
   for (;;) {
     int wait_ms = -1;
     if (timeout_ms >= 0) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) return errc(ETIMEDOUT);
       wait_ms = static_cast<int>(left.count());
     }
@@ -37,18 +36,11 @@ std::error_code wait_for(int fd, short events, int timeout_ms, Clock::time_point
   }
 }
 
-std::error_code map_io_error(int err) {
-  if (err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ESHUTDOWN)
-    return errc(ECONNRESET);
-  return errc(err);
-}
-
-Clock::time_point deadline_of(int timeout_ms) {
+Clock::time_point deadline_of(int timeout_ms) noexcept {
   return Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
 }
 
-// Moves iov/n past `sent` bytes.
-void advance(iovec *&iov, int &n, size_t sent) {
+void advance(iovec *&iov, int &n, size_t sent) noexcept {
   while (n > 0 && sent >= iov->iov_len) {
     sent -= iov->iov_len;
     ++iov;
@@ -58,6 +50,14 @@ void advance(iovec *&iov, int &n, size_t sent) {
     iov->iov_base = static_cast<char *>(iov->iov_base) + sent;
     iov->iov_len -= sent;
   }
+}
+
+namespace {
+
+std::error_code map_io_error(int err) {
+  if (err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ESHUTDOWN)
+    return errc(ECONNRESET);
+  return errc(err);
 }
 
 }  // namespace

@@ -54,6 +54,16 @@ inline constexpr std::chrono::nanoseconds kMaxSpin{200000};
 // must fit in one sendmsg, IOV_MAX 1024).
 inline constexpr unsigned kMaxWorkQueue = 256;
 
+// The pieces every bounded wait here is made of, for the streams built on
+// these sockets too. A wait's deadline: now + timeout_ms (now when < 0).
+std::chrono::steady_clock::time_point deadline_of(int timeout_ms) noexcept;
+// Polls fd for `events` until `deadline`; timeout_ms < 0 waits forever.
+// ETIMEDOUT when the deadline passed.
+std::error_code wait_for(int fd, short events, int timeout_ms,
+                         std::chrono::steady_clock::time_point deadline) noexcept;
+// Moves iov/n past `sent` bytes.
+void advance(iovec *&iov, int &n, size_t sent) noexcept;
+
 // Waits until fd is readable (or hung up); ETIMEDOUT when it is not.
 std::error_code wait_readable(int fd, int timeout_ms) noexcept;
 

@@ -3,6 +3,7 @@
 #include "common/transport/tcp/tls_stream.h"
 
 #include "common/error.h"
+#include "common/transport/tcp/socket_io.h"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -226,38 +227,6 @@ std::error_code map_ssl(SSL *ssl, int rc, short &want, const char **why = nullpt
   }
 }
 
-std::error_code wait(int fd, short events, int timeout_ms, Clock::time_point deadline) {
-  for (;;) {
-    int wait_ms = -1;
-    if (timeout_ms >= 0) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left.count() <= 0) return errc(ETIMEDOUT);
-      wait_ms = static_cast<int>(left.count());
-    }
-    pollfd p{fd, events, 0};
-    int rc = ::poll(&p, 1, wait_ms);
-    if (rc > 0) return {};
-    if (rc == 0) return errc(ETIMEDOUT);
-    if (errno != EINTR) return last_errc();
-  }
-}
-
-Clock::time_point deadline_of(int timeout_ms) {
-  return Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
-}
-
-void advance(iovec *&iov, int &n, size_t sent) {
-  while (n > 0 && sent >= iov->iov_len) {
-    sent -= iov->iov_len;
-    ++iov;
-    --n;
-  }
-  if (n > 0) {
-    iov->iov_base = static_cast<char *>(iov->iov_base) + sent;
-    iov->iov_len -= sent;
-  }
-}
-
 }  // namespace
 
 const KernelTls &kernel_tls() noexcept {
@@ -447,7 +416,7 @@ std::error_code stream_send_all(ByteStream &s, iovec *iov, int n, int timeout_ms
   while (n > 0) {
     if (auto ec = s.send_nowait(iov, n)) return ec;
     if (n > 0)
-      if (auto ec = wait(s.fd(), POLLOUT, timeout_ms, deadline)) return ec;
+      if (auto ec = wait_for(s.fd(), POLLOUT, timeout_ms, deadline)) return ec;
   }
   return {};
 }
@@ -461,7 +430,7 @@ std::error_code stream_recv_all(ByteStream &s, void *buf, size_t len, int timeou
     if (auto ec = s.recv_nowait(p + have, len - have, got)) return ec;
     have += got;
     if (have < len && got == 0)
-      if (auto ec = wait(s.fd(), POLLIN, timeout_ms, deadline)) return ec;
+      if (auto ec = wait_for(s.fd(), POLLIN, timeout_ms, deadline)) return ec;
   }
   return {};
 }
@@ -489,7 +458,7 @@ std::error_code client_handshake(SSL *ssl, int fd, int timeout_ms, std::string &
       why = reason ? reason : ec.message();
       return ec;
     }
-    if (auto wec = wait(fd, want, timeout_ms, deadline)) {
+    if (auto wec = wait_for(fd, want, timeout_ms, deadline)) {
       why = "no TLS handshake in time";
       return wec;
     }
