@@ -68,7 +68,8 @@ TEST_F(HostileClient, GarbageFramesEndTheSessionWithALogLine) {
     proto::Bytes junk(8 + rng() % 200);
     for (auto &b : junk) b = static_cast<uint8_t>(rng());
     junk[2] = 1;  // a non-zero reserved field: never a valid header
-    expect_clean_end(junk, false, "control channel: Protocol error", "garbage " + std::to_string(i));
+    expect_clean_end(junk, false, "control channel: Protocol error",
+                     "garbage " + std::to_string(i));
   }
   expect_clean_end(frame(0, 0, 0), false, "Protocol error", "type 0");
   expect_clean_end(frame(99, 0, 4, {1, 2, 3, 4}), false, "Protocol error", "type 99");
@@ -85,8 +86,8 @@ TEST_F(HostileClient, TruncatedFramesEndTheSessionAsADisconnect) {
   auto create = proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 2, false));
   expect_clean_end(proto::Bytes(create.begin(), create.begin() + 3), true, "client disconnected",
                    "header cut");
-  expect_clean_end(proto::Bytes(create.begin(), create.begin() + 20), true,
-                   "client disconnected", "payload cut");
+  expect_clean_end(proto::Bytes(create.begin(), create.begin() + 20), true, "client disconnected",
+                   "payload cut");
   expect_clean_end({}, true, "client disconnected", "nothing at all");
 }
 
@@ -133,8 +134,8 @@ TEST_F(HostileClient, MalformedPoolRequestsAreRefused) {
   reserved = good;
   reserved[name_len_at + 3] = 1;
   expect_clean_end(reserved, false, "malformed create request", "reserved field");
-  auto nul = proto::encode(proto::MsgType::kOpen, pool_request(std::string("p.set\0x", 7), kPool,
-                                                               2, false));
+  auto nul = proto::encode(proto::MsgType::kOpen,
+                           pool_request(std::string("p.set\0x", 7), kPool, 2, false));
   expect_clean_end(nul, false, "malformed open request", "NUL in the name");
   auto empty = good;
   empty[name_len_at] = 0;
@@ -166,8 +167,8 @@ TEST_F(HostileClient, RandomlyMutatedCreateRequestsNeverCrashTheDaemon) {
     // A mutated create may still name p.set and succeed; it must then have
     // made a pool of the configured size, nothing else.
     for (auto &[path, bytes] : snapshot(target_.dir())) {
-      EXPECT_TRUE(path == target_.poolset_dir() + "/p.set" || path == target_.part_path("p.part0") ||
-                  path == target_.dir() + "/rpmemd.conf")
+      EXPECT_TRUE(path == target_.poolset_dir() + "/p.set" ||
+                  path == target_.part_path("p.part0") || path == target_.dir() + "/rpmemd.conf")
           << "unexpected file " << path;
       if (path == target_.part_path("p.part0")) {
         EXPECT_EQ(bytes.size(), kPool);
@@ -181,14 +182,16 @@ TEST_F(HostileClient, RandomlyMutatedCreateRequestsNeverCrashTheDaemon) {
 TEST_F(HostileClient, GarbageAfterCreateLeavesADurableUnlockedPool) {
   RawDaemon d(target_);
   ASSERT_TRUE(d.read_hello());
-  ASSERT_TRUE(d.send(proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false))));
+  ASSERT_TRUE(
+      d.send(proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false))));
   proto::Bytes p;
   auto h = d.read_frame(p);
   ASSERT_TRUE(h && h->type == proto::MsgType::kPoolResp);
   auto resp = proto::decode_pool_response(p);
   ASSERT_TRUE(resp && resp->status == proto::Status::kSuccess);
   // A second create in the same session is refused, the session ends.
-  ASSERT_TRUE(d.send(proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false))));
+  ASSERT_TRUE(
+      d.send(proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false))));
   h = d.read_frame(p);
   ASSERT_TRUE(h && h->type == proto::MsgType::kPoolResp);
   EXPECT_EQ(proto::decode_pool_response(p)->status, proto::Status::kFatal);
@@ -203,7 +206,8 @@ TEST_F(HostileClient, GarbageAfterCreateLeavesADurableUnlockedPool) {
 
   RawDaemon d2(target_);
   ASSERT_TRUE(d2.read_hello());
-  ASSERT_TRUE(d2.send(proto::encode(proto::MsgType::kOpen, pool_request("p.set", kPool, 1, false))));
+  ASSERT_TRUE(
+      d2.send(proto::encode(proto::MsgType::kOpen, pool_request("p.set", kPool, 1, false))));
   h = d2.read_frame(p);
   ASSERT_TRUE(h && proto::decode_pool_response(p)->status == proto::Status::kSuccess);
   d2.send(frame(0xffff, 0xffff, 0xffffffff));
@@ -243,14 +247,9 @@ class HostileLane : public ::testing::Test {
                   const proto::Secret *secret = nullptr) {
     int fd = connect_port(r.port);
     if (fd < 0) return -1;
-    proto::LaneHello h;
-    h.secret = secret ? *secret : r.secret;
-    h.lane = lane;
-    h.nlanes = nlanes;
-    uint8_t b[proto::kLaneHelloSize];
-    proto::encode(h, b);
+    const proto::Bytes h = lane_hello_bytes(secret ? *secret : r.secret, lane, nlanes);
     uint8_t reply[proto::kLaneHelloReplySize] = {0xff};
-    if (!write_all_fd(fd, b, sizeof(b)) || !read_exact_fd(fd, reply, sizeof(reply)) ||
+    if (!write_all_fd(fd, h.data(), h.size()) || !read_exact_fd(fd, reply, sizeof(reply)) ||
         reply[0] != 0) {
       ::close(fd);
       return -1;
@@ -359,13 +358,7 @@ TEST_F(HostileLane, TruncatedPayloadAndBadHellosDoNotHurtTheSession) {
   // A hello cut short, then closed.
   int cut = connect_port(r.port);
   ASSERT_GE(cut, 0);
-  uint8_t b[proto::kLaneHelloSize] = {};
-  proto::LaneHello hello;
-  hello.secret = r.secret;
-  hello.lane = 1;
-  hello.nlanes = 2;
-  proto::encode(hello, b);
-  write_all_fd(cut, b, 20);
+  write_all_fd(cut, lane_hello_bytes(r.secret, 1, 2).data(), 20);
   ::close(cut);
   // Lane 1 still connects; a payload cut short only closes that lane.
   int fd1 = lane(r, 1, 2);
@@ -415,23 +408,14 @@ TEST(Stranger, CannotReadOrWriteThePoolNorDisturbTheSession) {
 
   std::mt19937 rng(11);
   int attempts = 0;
-  auto hello_bytes = [&](const proto::Secret &s, uint32_t lane, uint32_t n) {
-    proto::LaneHello h;
-    h.secret = s;
-    h.lane = lane;
-    h.nlanes = n;
-    uint8_t b[proto::kLaneHelloSize];
-    proto::encode(h, b);
-    return proto::Bytes(b, b + sizeof(b));
-  };
   std::vector<proto::Bytes> tries;
   tries.push_back({});  // connect and say nothing (closed after the hello timeout... or by us)
   proto::Secret zero{};
-  tries.push_back(hello_bytes(zero, 0, 2));
+  tries.push_back(lane_hello_bytes(zero, 0, 2));
   for (int i = 0; i < 8; ++i) {
     proto::Secret s;
     for (auto &x : s) x = static_cast<uint8_t>(rng());
-    auto b = hello_bytes(s, i % 2, 2);
+    auto b = lane_hello_bytes(s, i % 2, 2);
     // Follow the hello with a write of 0xee over the pool and a read.
     uint8_t req[proto::kDataRequestSize];
     proto::encode(proto::DataRequest{proto::DataOp::kPersist, 0, 0, 4096}, req);
@@ -445,7 +429,7 @@ TEST(Stranger, CannotReadOrWriteThePoolNorDisturbTheSession) {
   for (auto &x : garbage) x = static_cast<uint8_t>(rng());
   tries.push_back(garbage);
   tries.push_back(proto::Bytes(100000, 0xee));  // oversized
-  uint8_t req[proto::kDataRequestSize];  // a request without any hello
+  uint8_t req[proto::kDataRequestSize];         // a request without any hello
   proto::encode(proto::DataRequest{proto::DataOp::kRead, 0, 0, 4096}, req);
   tries.push_back(proto::Bytes(req, req + sizeof(req)));
 
@@ -578,13 +562,13 @@ TEST_F(HostileDaemon, MalformedRepliesFailWithEprotoOrEconnreset) {
       {"hello then an oversized frame", cat(h, frame(4, 0, 0xfffffff0u)), EPROTO},
       {"hello then a cut response", cat(h, proto::Bytes(resp.begin(), resp.begin() + 20)),
        ECONNRESET},
-      {"hello then the wrong type", cat(h, proto::encode(proto::MsgType::kCloseResp, proto::StatusResponse{})), EPROTO},
+      {"hello then the wrong type",
+       cat(h, proto::encode(proto::MsgType::kCloseResp, proto::StatusResponse{})), EPROTO},
       {"hello then a second hello", cat(h, h), EPROTO},
       {"unknown status", cat(h, bad_status), EPROTO},
       {"more lanes than asked", cat(h, proto::encode(too_many_lanes)), EPROTO},
-      {"short response", cat(h, frame(4, 0, 22, proto::Bytes(short_resp.begin() + 8,
-                                                              short_resp.end()))),
-       EPROTO},
+      {"short response",
+       cat(h, frame(4, 0, 22, proto::Bytes(short_resp.begin() + 8, short_resp.end()))), EPROTO},
   };
   for (auto &c : cases) {
     SCOPED_TRACE(c.what);

@@ -68,7 +68,9 @@ inline bool write_all_fd(int fd, const void *buf, size_t n) {
   }
   return true;
 }
-inline bool write_all_fd(int fd, const proto::Bytes &b) { return write_all_fd(fd, b.data(), b.size()); }
+inline bool write_all_fd(int fd, const proto::Bytes &b) {
+  return write_all_fd(fd, b.data(), b.size());
+}
 
 // True once the peer closed the connection (EOF or reset) within timeout_ms;
 // bytes that arrive before are discarded.
@@ -189,6 +191,17 @@ inline proto::PoolRequest pool_request(const std::string &name, uint64_t size, u
     for (int i = 0; i < 16; ++i) r.attr.poolset_uuid[i] = static_cast<uint8_t>(i + 1);
   }
   return r;
+}
+
+// The first bytes of a data connection: lane `lane` of `nlanes`, proving `secret`.
+inline proto::Bytes lane_hello_bytes(const proto::Secret &secret, uint32_t lane, uint32_t nlanes) {
+  proto::LaneHello h;
+  h.secret = secret;
+  h.lane = lane;
+  h.nlanes = nlanes;
+  uint8_t b[proto::kLaneHelloSize];
+  proto::encode(h, b);
+  return proto::Bytes(b, b + sizeof(b));
 }
 
 // A TCP connection to 127.0.0.1:port; -1 on failure.

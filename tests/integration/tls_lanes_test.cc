@@ -250,11 +250,7 @@ TEST_F(TlsLanes, AlteredRecordsAreRefusedAndWriteNothing) {
   ASSERT_EQ(reply, 0u);
   // A persist of 0xee, sealed, one ciphertext byte flipped on the way: what
   // an attacker on the path can do to a record. It must not land.
-  const proto::Bytes payload(4096, 0xee);
-  uint8_t hdr[proto::kDataRequestSize];
-  proto::encode(proto::DataRequest{proto::DataOp::kPersist, 0, 65536, payload.size()}, hdr);
-  proto::Bytes request(hdr, hdr + sizeof(hdr));
-  request.insert(request.end(), payload.begin(), payload.end());
+  const proto::Bytes request = TlsPeer::persist_request(65536, proto::Bytes(4096, 0xee));
   proto::Bytes sealed = peer.seal(request);
   ASSERT_GT(sealed.size(), request.size());
   sealed[sealed.size() / 2] ^= 0x01;
@@ -283,12 +279,7 @@ TEST_F(TlsLanes, ARecordCutShortWritesNothingAndGarbageInsideEndsTheSession) {
     uint32_t reply = 1;
     ASSERT_TRUE(peer.hello(r->secret, 0, 2, reply));
     ASSERT_EQ(reply, 0u);
-    const proto::Bytes payload(8000, 0xcd);
-    uint8_t hdr[proto::kDataRequestSize];
-    proto::encode(proto::DataRequest{proto::DataOp::kPersist, 0, 131072, payload.size()}, hdr);
-    proto::Bytes request(hdr, hdr + sizeof(hdr));
-    request.insert(request.end(), payload.begin(), payload.end());
-    proto::Bytes sealed = peer.seal(request);
+    proto::Bytes sealed = peer.seal(TlsPeer::persist_request(131072, proto::Bytes(8000, 0xcd)));
     // All of the record but its last 20 bytes (the tag and some payload),
     // then the connection ends.
     ASSERT_TRUE(write_all_fd(peer.fd(), sealed.data(), sealed.size() - 20));

@@ -75,24 +75,25 @@ class TlsPeer {
 
   // The lane hello; the target's 8-byte answer in `reply` (0: admitted).
   bool hello(const proto::Secret &secret, uint32_t lane, uint32_t nlanes, uint32_t &reply) {
-    proto::LaneHello h;
-    h.secret = secret;
-    h.lane = lane;
-    h.nlanes = nlanes;
-    uint8_t buf[proto::kLaneHelloSize];
-    proto::encode(h, buf);
+    const proto::Bytes h = lane_hello_bytes(secret, lane, nlanes);
     uint8_t r[proto::kLaneHelloReplySize];
-    if (!send(buf, sizeof(buf)) || !recv(r, sizeof(r))) return false;
+    if (!send(h.data(), h.size()) || !recv(r, sizeof(r))) return false;
     reply = static_cast<uint32_t>(r[0] | r[1] << 8 | r[2] << 16 | r[3] << 24);
     return true;
   }
 
-  // A persist of `bytes` at `offset`; its reply status, or -1 when none came.
-  int persist(uint64_t offset, const proto::Bytes &bytes) {
+  // The bytes of a persist request of `bytes` at `offset`.
+  static proto::Bytes persist_request(uint64_t offset, const proto::Bytes &bytes) {
     uint8_t hdr[proto::kDataRequestSize];
     proto::encode(proto::DataRequest{proto::DataOp::kPersist, 0, offset, bytes.size()}, hdr);
     proto::Bytes all(hdr, hdr + sizeof(hdr));
     all.insert(all.end(), bytes.begin(), bytes.end());
+    return all;
+  }
+
+  // A persist of `bytes` at `offset`; its reply status, or -1 when none came.
+  int persist(uint64_t offset, const proto::Bytes &bytes) {
+    const proto::Bytes all = persist_request(offset, bytes);
     uint8_t r[proto::kDataReplySize];
     if (!send(all.data(), all.size()) || !recv(r, sizeof(r))) return -1;
     auto reply = proto::decode_data_reply(r);
