@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/transport/copy_words.h"
 #include "common/transport/flush_ranges.h"
+#include "common/transport/spin_gauge.h"
 
 #include <sched.h>
 #include <sys/epoll.h>
@@ -300,6 +301,9 @@ void LaneServer::loop() {
   std::vector<Lane *> again;
   auto spin_until = clock::time_point{};
   bool spinning = false;  // holds one of SpinSlots
+  SpinGauge gauge;        // whether the spins find a next request
+  bool may_spin = false;  // after this request
+  bool spun = false;      // spun since the last progress
   struct Release {
     bool &held;
     ~Release() {
@@ -327,14 +331,24 @@ void LaneServer::loop() {
 
     // Sleep only when nothing moved for about a round trip: the next
     // request of a busy lane comes within microseconds. But spin only while
-    // fewer servers of this process spin than it has CPUs: with more, the
-    // spinning would take the CPU from the very thread that answers.
+    // fewer servers of this process spin than it has CPUs (with more, the
+    // spinning would take the CPU from the very thread that answers), and
+    // while the spins find a next request (SpinGauge).
     int timeout = 0;
-    if (progress) spin_until = clock::now() + kSpinBudget;
+    if (progress) {
+      if (spun) gauge.spun(true);
+      spun = false;
+      may_spin = gauge.should_spin();
+      spin_until = clock::now() + kSpinBudget;
+    }
     if (runnable_.empty()) {
-      const bool want = clock::now() < spin_until;
+      const bool want = may_spin && clock::now() < spin_until;
       if (want && !spinning) spinning = SpinSlots::take();
+      if (want && spinning) spun = true;
       if (!want || !spinning) {
+        if (spun) gauge.spun(false);
+        spun = false;
+        may_spin = false;
         if (spinning) SpinSlots::give_back();
         spinning = false;
         for (Lane *lane : dirty_) {

@@ -85,12 +85,17 @@ std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req,
   uint8_t raw[proto::kDataReplySize];
   // The reply usually comes within about the time the last ones took: spin
   // that long first (a round trip over loopback, a durable write when the
-  // pool is on a disk), then sleep. The spin yields the CPU at every turn.
+  // pool is on a disk), then sleep. The spin yields the CPU at every turn,
+  // and there is none while spins keep missing the reply.
   const auto start = std::chrono::steady_clock::now();
-  const auto budget =
-      std::clamp<std::chrono::nanoseconds>(reply_time_ + reply_time_ / 4, kSpinBudget, kMaxSpin);
-  size_t have = tls_ ? stream_recv_spinning(*tls_, raw, sizeof(raw), budget)
-                     : recv_spinning(fd_, raw, sizeof(raw), budget);
+  size_t have = 0;
+  if (spin_.should_spin()) {
+    const auto budget =
+        std::clamp<std::chrono::nanoseconds>(reply_time_ + reply_time_ / 4, kSpinBudget, kMaxSpin);
+    have = tls_ ? stream_recv_spinning(*tls_, raw, sizeof(raw), budget)
+                : recv_spinning(fd_, raw, sizeof(raw), budget);
+    spin_.spun(have > 0);
+  }
   if (have < sizeof(raw))
     if (auto ec = recv_exact(raw + have, sizeof(raw) - have)) return fail(ec);
   reply_time_ = (3 * reply_time_ + (std::chrono::steady_clock::now() - start)) / 4;

@@ -8,6 +8,7 @@
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 
+#include "common/transport/spin_gauge.h"
 #include "common/transport/tcp/byte_stream.h"
 #include "common/transport/transport.h"
 
@@ -52,6 +53,7 @@ class TcpInitiatorLane final : public InitiatorLane {
   const uint8_t *base_;
   int timeout_ms_;
   std::chrono::nanoseconds reply_time_{0};  // moving average: how long replies take
+  SpinGauge spin_;                          // whether spinning for them pays
   unsigned wq_;                             // queue bound
   unsigned queued_ = 0;                     // flushes posted, not yet sent
   int niov_ = 0;

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/transport/flush_ranges.h"
+#include "common/transport/spin_gauge.h"
 #include "common/transport/verbs/verbs_rdma.h"
 #include "common/transport/verbs/verbs_wire.h"
 
@@ -204,8 +205,9 @@ class VerbsLane final : public InitiatorLane {
 
   // Waits until the completions in `need` (WrId bits) arrived: spins for
   // about as long as this lane's completions take (a few microseconds on
-  // real hardware), then sleeps on the completion channel and the rdma_cm
-  // channel, up to the timeout.
+  // real hardware), unless such spins keep missing (SpinGauge), then
+  // sleeps on the completion channel and the rdma_cm channel, up to the
+  // timeout.
   std::error_code wait_for(uint64_t need) noexcept {
     const auto start = Clock::now();
     const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
@@ -213,7 +215,7 @@ class VerbsLane final : public InitiatorLane {
         std::clamp<std::chrono::nanoseconds>(wait_time_ + wait_time_ / 4, kMinSpin, kMaxSpin);
     uint64_t got = 0;
     bool armed = false;
-    bool spinning = true;
+    bool spinning = spin_.should_spin();
     for (unsigned spins = 0;; ++spins) {
       Completion wc[4];
       const int n = poll(cq_.get(), wc, 4);
@@ -229,12 +231,14 @@ class VerbsLane final : public InitiatorLane {
       if ((got & need) == need) {
         unsignaled_ = 0;  // a signalled completion retires every earlier WRITE
         wait_time_ = (3 * wait_time_ + (Clock::now() - start)) / 4;
+        if (spinning) spin_.spun(true);  // found within the spin
         return {};
       }
       if (n > 0) continue;
       if (spinning) {  // the clock only every few polls
         if (spins % 32 != 0 || Clock::now() - start < spin) continue;
         spinning = false;
+        spin_.spun(false);
       }
       if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
       if (!armed) {  // arm, then poll once more before sleeping
@@ -281,6 +285,7 @@ class VerbsLane final : public InitiatorLane {
   int timeout_ms_;
   unsigned unsignaled_ = 0;
   std::chrono::nanoseconds wait_time_{0};  // moving average: how long completions take
+  SpinGauge spin_;                         // whether spinning for them pays
   uint32_t reply_len_ = 0;
   FlushRanges ranges_;
   std::atomic<bool> dead_{false};

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// SpinGauge: spins while they find their event, stops when they keep
+// missing, and probes its way back.
+#include "common/transport/spin_gauge.h"
+
+#include <gtest/gtest.h>
+
+namespace rpmem::transport {
+namespace {
+
+// Of `waits` waits, how many the gauge lets spin, each finding its event
+// or not as `caught` says.
+unsigned spins_of(SpinGauge &g, unsigned waits, bool caught) {
+  unsigned spins = 0;
+  for (unsigned i = 0; i < waits; ++i) {
+    if (!g.should_spin()) continue;
+    ++spins;
+    g.spun(caught);
+  }
+  return spins;
+}
+
+TEST(SpinGauge, SpinsWhileSpinsFindTheirEvent) {
+  SpinGauge g;
+  EXPECT_EQ(spins_of(g, 1000, true), 1000u);
+}
+
+TEST(SpinGauge, StopsSpinningWhenSpinsKeepMissing) {
+  SpinGauge g;
+  // A handful of misses in a row: then only every 16th wait spins.
+  const unsigned first = spins_of(g, 16, false);
+  EXPECT_GE(first, 4u);
+  EXPECT_LE(first, 8u);
+  EXPECT_LE(spins_of(g, 1600, false), 101u);
+}
+
+TEST(SpinGauge, OneMissDoesNotStopIt) {
+  SpinGauge g;
+  for (int round = 0; round < 100; ++round) {
+    ASSERT_TRUE(g.should_spin());
+    g.spun(round % 4 != 0);  // three of four found
+  }
+}
+
+TEST(SpinGauge, ProbesFindThatSpinningPaysAgain) {
+  SpinGauge g;
+  spins_of(g, 1000, false);
+  ASSERT_LE(spins_of(g, 16, false), 1u);
+  // The next probes catch: after a few of them it spins at every wait.
+  unsigned waits = 0;
+  while (waits < 1000 && spins_of(g, 16, true) < 16) waits += 16;
+  EXPECT_LT(waits, 200u);
+  EXPECT_EQ(spins_of(g, 100, true), 100u);
+}
+
+}  // namespace
+}  // namespace rpmem::transport
