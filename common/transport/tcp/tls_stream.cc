@@ -35,6 +35,9 @@ constexpr size_t kStage = 16 * 1024;
 // Bytes one SSL_write_ex takes at most, so that a KeyUpdate falls between
 // the records of a large request.
 constexpr size_t kMaxWrite = 1 << 20;
+// OpenSSL's receive buffer, which read-ahead fills: several full records
+// per receive rather than one (a 1 MiB transfer is 64 records).
+constexpr size_t kReadBuffer = 64 * 1024;
 
 // The PSK's identity: the key itself is per session, so one name will do.
 constexpr unsigned char kPskIdentity[] = "rpmem lane";
@@ -87,17 +90,20 @@ int find_psk(SSL *ssl, const unsigned char *id, size_t idlen, SSL_SESSION **sess
 }
 
 // The BIO of a lane without kernel TLS: the socket, sent to with
-// MSG_NOSIGNAL.
+// MSG_NOSIGNAL, and with MSG_MORE while `more` (the records of one large
+// write go out in full segments, not a segment per record).
 struct SocketBio {
   int fd;
   bool eof = false;
+  bool more = false;
 };
 
 int bio_write(BIO *b, const char *data, int len) {
   auto *s = static_cast<SocketBio *>(BIO_get_data(b));
   BIO_clear_retry_flags(b);
   for (;;) {
-    ssize_t n = ::send(s->fd, data, static_cast<size_t>(len), MSG_NOSIGNAL);
+    ssize_t n =
+        ::send(s->fd, data, static_cast<size_t>(len), MSG_NOSIGNAL | (s->more ? MSG_MORE : 0));
     if (n >= 0) return static_cast<int>(n);
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(b);
@@ -294,6 +300,7 @@ std::shared_ptr<SSL_CTX> make_psk_context(bool server, std::span<const uint8_t> 
 
 bool attach_socket(SSL *ssl, int fd) noexcept {
   SSL_set_read_ahead(ssl, 1);
+  SSL_set_default_read_buffer_len(ssl, kReadBuffer);
   SSL_set_mode(ssl, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   if (kernel_tls().available) {
     if (SSL_set_fd(ssl, fd) != 1) return false;
@@ -394,7 +401,21 @@ std::error_code TlsStream::send_nowait(iovec *&iov, int &n) noexcept {
     size_t written = 0;
     ERR_clear_error();
     errno = 0;
+    // A write of several records is corked until its end, then pushed
+    // (setting TCP_NODELAY sends what is queued).
+    SocketBio *corked = nullptr;
+    if (len > kStage && !kernel_tls().available) {
+      corked = static_cast<SocketBio *>(BIO_get_data(SSL_get_wbio(ssl_)));
+      if (corked) corked->more = true;
+    }
     const int rc = SSL_write_ex(ssl_, p, len, &written);
+    if (corked) {
+      corked->more = false;
+      const int saved = errno;  // what SSL_write_ex failed with, for map_ssl
+      const int one = 1;
+      ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      errno = saved;
+    }
     if (rc != 1) {
       short want = 0;
       return map_ssl(ssl_, rc, want);  // {}: the socket is full, n > 0
