@@ -384,7 +384,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     apm_ = params_.persist_apm && pool_->is_pmem();
     tp.persist_method = apm_ ? proto::PersistMethod::kApm : proto::PersistMethod::kGpspm;
     try {
-      target_ = rpmem::transport::make_target(proto::TransportKind::kVerbs, *view_, tp);
+      target_ = params_.make_target(proto::TransportKind::kVerbs, *view_, tp);
       kind = proto::TransportKind::kVerbs;
     } catch (const std::system_error &e) {
       apm_ = false;
@@ -399,7 +399,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   if (!target_) {
     tp.persist_method = proto::PersistMethod::kGpspm;
     try {
-      target_ = rpmem::transport::make_target(proto::TransportKind::kTcp, *view_, tp);
+      target_ = params_.make_target(proto::TransportKind::kTcp, *view_, tp);
     } catch (const std::exception &e) {
       RPMEM_LOG_ERR("%s", e.what());
       return undo(Status::kFatalConn);
