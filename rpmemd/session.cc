@@ -405,6 +405,15 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
       return undo(Status::kFatalConn);
     }
   }
+  // Before the answer: a target that cannot serve (no thread to start)
+  // fails the request, rather than the lanes of a client told all is well.
+  // The client's lanes cannot come before it has the port and the secret.
+  try {
+    target_->start();
+  } catch (const std::exception &e) {
+    RPMEM_LOG_ERR("cannot start the data listener: %s", e.what());
+    return undo(Status::kFatalConn);
+  }
   log_policy(kind);
   resp.nlanes = nlanes;
   resp.port = target_->port();
@@ -459,7 +468,6 @@ std::error_code Session::handle_pool_request(MsgType type, const proto::Bytes &p
     return {};
   }
   RPMEM_LOG_INFO("waiting for in-band connection");
-  target_->start();
   return {};
 }
 

@@ -339,6 +339,16 @@ TEST_F(SessionFakeTransportTest, OpenWhereTheTargetCannotListenIsFatalConnAndUnl
   EXPECT_TRUE(pool_unlocked());
 }
 
+TEST_F(SessionFakeTransportTest, CreateWhoseTargetFailsToStartIsFatalConnAndRemovesThePool) {
+  transport_.start_fails = true;
+  io_.send(create(2));
+  EXPECT_EQ(run(), SessionEnd::kRequestFailed);
+  EXPECT_EQ(pool_response().status, Status::kFatalConn) << "the client is not told its lanes wait";
+  EXPECT_EQ(io_.answers().size(), 1u);
+  EXPECT_EQ(transport_.events, (std::vector<std::string>{"start", "stop"}));
+  EXPECT_FALSE(part_exists()) << "a failed create leaves no pool behind";
+}
+
 TEST_F(SessionFakeTransportTest, VerbsThatCannotServeHereFallBackToTcp) {
   const uint32_t both =
       proto::transport_bit(TransportKind::kVerbs) | proto::transport_bit(TransportKind::kTcp);
