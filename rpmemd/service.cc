@@ -420,7 +420,10 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
                                const boost::system::error_code &ec) {
   admission_.on_handshake_end(c->id);
   c->timer.cancel();
-  if (ec || stopping_) {
+  // A handshake whose last read or write had completed before the loop
+  // closed its socket (dropped for a newer connection, or timed out) still
+  // ends in success; the descriptor may be another file's by now.
+  if (ec || stopping_ || !c->stream.next_layer().is_open()) {
     if (ec && ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor)
       RPMEM_LOG_WARN("client %u (%s): TLS handshake failed: %s", c->id, c->peer.c_str(),
                      c->refused.empty() ? ec.message().c_str() : c->refused.c_str());
