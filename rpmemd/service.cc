@@ -33,6 +33,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <list>
@@ -151,11 +152,9 @@ struct Service::Conn {
   int fd = -1;  // the socket, for shutdown() from the loop
   std::thread thread;
   bool in_session = false;
-  bool dropped = false;          // closed to make room; its handler is still to run
-  bool address_counted = false;  // in per_address_ (until authenticated)
-  std::string refused;           // why the TLS policy refused the client's certificate
+  std::string refused;  // why the TLS policy refused the client's certificate
   // Lanes granted to all sessions of this certificate (max-lanes-per-client).
-  std::shared_ptr<std::atomic<long>> client_lanes;
+  Admission::LaneCounter client_lanes;
 };
 
 namespace {
@@ -246,7 +245,8 @@ Service::Loop::Loop(Service &service, ServerTls &tls, int listen_fd, int signal_
       acceptor_(io_),
       signals_(io_, ::dup(signal_fd)),
       hangups_(io_, ::dup(hangup_fd)),
-      backoff_(io_) {
+      backoff_(io_),
+      admission_(config_) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   ::getsockname(listen_fd, reinterpret_cast<sockaddr *>(&ss), &len);
@@ -371,16 +371,9 @@ void Service::Loop::admit(tcp::socket socket) {
   auto remote = socket.remote_endpoint(ec);
   if (ec) return;  // gone already
   const std::string peer = plain_address(remote.address());
-  const char *why = nullptr;
-  auto known = per_address_.find(peer);
-  if (known != per_address_.end() && known->second >= config_.max_per_address)
-    why = "too many unauthenticated connections from this address (max-per-address)";
-  else if (conns_.size() >= config_.max_connections && !drop_oldest_handshake())
-    why = "too many connections (max-connections)";
-  if (why) return refusals_.refused(peer, why);
-  // Handshakes full: the oldest one goes, so that strangers who connect and
-  // say nothing cannot keep a real client out for the handshake timeout.
-  if (handshakes_ >= config_.max_handshakes) drop_oldest_handshake();
+  const Admission::Arrival arrival = admission_.on_connection(peer);
+  for (Admission::Id id : arrival.dropped) drop(id);
+  if (arrival.refused) return refusals_.refused(peer, arrival.refused);
   std::shared_ptr<Conn> c;
   try {
     c = std::make_shared<Conn>(io_, tls_.context());
@@ -388,7 +381,6 @@ void Service::Loop::admit(tcp::socket socket) {
     // A literal: RefusalLog keeps the reason's address for later counts.
     return refusals_.refused(peer, "out of memory");
   }
-  c->id = ++next_id_;
   c->peer = peer;
   c->local = plain_address(socket.local_endpoint(ec).address());
   c->fd = socket.native_handle();
@@ -396,9 +388,7 @@ void Service::Loop::admit(tcp::socket socket) {
   rpmem::transport::tcp::set_peer_timeout(c->fd, config_.peer_timeout);
   c->stream.next_layer() = std::move(socket);
   ServerTls::prepare_connection(c->stream.native_handle(), &c->refused);
-  ++handshakes_;
-  ++per_address_[peer];
-  c->address_counted = true;
+  c->id = admission_.on_handshake_start(peer);
   conns_.push_back(c);
   c->timer.expires_after(kHandshakeTimeout);
   c->timer.async_wait([this, c](const boost::system::error_code &e) {
@@ -411,38 +401,29 @@ void Service::Loop::admit(tcp::socket socket) {
                             [this, c](const boost::system::error_code &e) { handshaken(c, e); });
 }
 
-bool Service::Loop::drop_oldest_handshake() {
-  for (auto &c : conns_) {  // in the order they came
-    if (c->in_session || c->dropped) continue;
-    c->dropped = true;
-    refusals_.refused(c->peer, "the oldest TLS handshake, dropped for a newer connection");
-    boost::system::error_code ignored;
-    c->stream.next_layer().close(ignored);  // its handler forgets it
-    return true;
-  }
-  return false;
-}
-
-// max-per-address bounds the connections of one address that are not
-// authenticated yet: strangers. A host with many clients is bounded by
-// their certificates' caps instead.
-void Service::Loop::uncount_address(Conn &c) {
-  if (!c.address_counted) return;
-  c.address_counted = false;
-  if (--per_address_[c.peer] == 0) per_address_.erase(c.peer);
+void Service::Loop::drop(Admission::Id id) {
+  auto it = std::find_if(conns_.begin(), conns_.end(),
+                         [id](const std::shared_ptr<Conn> &c) { return c->id == id; });
+  if (it == conns_.end()) return;
+  Conn &c = **it;
+  refusals_.refused(c.peer, "the oldest TLS handshake, dropped for a newer connection");
+  boost::system::error_code ignored;
+  c.stream.next_layer().close(ignored);  // its handler forgets it
 }
 
 void Service::Loop::forget(const std::shared_ptr<Conn> &c) {
-  uncount_address(*c);
+  admission_.on_close(c->id);
   std::erase(conns_, c);
 }
 
 void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
                                const boost::system::error_code &ec) {
-  --handshakes_;
+  admission_.on_handshake_end(c->id);
   c->timer.cancel();
-  uncount_address(*c);
-  if (ec || stopping_) {
+  // A handshake whose last read or write had completed before the loop
+  // closed its socket (dropped for a newer connection, or timed out) still
+  // ends in success; the descriptor may be another file's by now.
+  if (ec || stopping_ || !c->stream.next_layer().is_open()) {
     if (ec && ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor)
       RPMEM_LOG_WARN("client %u (%s): TLS handshake failed: %s", c->id, c->peer.c_str(),
                      c->refused.empty() ? ec.message().c_str() : c->refused.c_str());
@@ -452,27 +433,18 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
   auto name = client_name_from_cert(SSL_get0_peer_certificate(c->stream.native_handle()));
   const std::string cn = name ? name.value() : std::string();
   const std::string dir = config_.poolset_dir + "/" + cn;
-  const char *why = nullptr;
   struct stat st {};
-  if (cn.empty() || ::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
-    why = "has no pool set directory";
-  else if (per_client_[cn] >= config_.max_sessions_per_client)
-    why = "has too many sessions (max-sessions-per-client)";
-  else if (sessions_ >= config_.max_sessions)
-    why = "cannot be served: too many sessions (max-sessions)";
-  if (why) {
-    if (per_client_.count(cn) && per_client_[cn] == 0) per_client_.erase(cn);
-    RPMEM_LOG_WARN("client %u (%s): certificate '%s' %s", c->id, c->peer.c_str(), cn.c_str(), why);
+  const bool has_dir = !cn.empty() && ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+  Admission::Verdict verdict = admission_.on_authenticated(c->id, cn, has_dir);
+  if (verdict.refused) {
+    RPMEM_LOG_WARN("client %u (%s): certificate '%s' %s", c->id, c->peer.c_str(), cn.c_str(),
+                   verdict.refused);
     refuse_session(c);
     return;
   }
   c->name = cn;
   c->in_session = true;
-  auto &lanes = client_lanes_[cn];
-  if (!lanes) lanes = std::make_shared<std::atomic<long>>(0);
-  c->client_lanes = lanes;
-  ++per_client_[cn];
-  ++sessions_;
+  c->client_lanes = std::move(verdict.client_lanes);
   RPMEM_LOG_NOTICE("client %u (%s): '%s' authenticated, pool set directory %s", c->id,
                    c->peer.c_str(), cn.c_str(), dir.c_str());
   try {
@@ -484,11 +456,7 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
   } catch (const std::exception &e) {
     RPMEM_LOG_ERR("client %u (%s): cannot start a session thread: %s", c->id, c->peer.c_str(),
                   e.what());
-    --sessions_;
-    if (--per_client_[cn] == 0) {
-      per_client_.erase(cn);
-      client_lanes_.erase(cn);
-    }
+    admission_.on_session_end(c->id);
     refuse_session(c);
   }
 }
@@ -516,11 +484,7 @@ void Service::Loop::refuse_session(const std::shared_ptr<Conn> &c) {
 void Service::Loop::session_done(const std::shared_ptr<Conn> &c) {
   if (c->thread.joinable()) c->thread.join();  // it has posted this: it is ending
   c->in_session = false;
-  --sessions_;
-  if (--per_client_[c->name] == 0) {
-    per_client_.erase(c->name);
-    client_lanes_.erase(c->name);
-  }
+  admission_.on_session_end(c->id);
   RPMEM_LOG_INFO("client %u (%s): session ended", c->id, c->peer.c_str());
   forget(c);
 }

@@ -10,6 +10,7 @@
 #define RPMEMD_SERVICE_H
 
 #include "common/refusal_log.h"
+#include "rpmemd/admission.h"
 #include "rpmemd/config.h"
 #include "rpmemd/tls_policy.h"
 
@@ -21,7 +22,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,8 +61,7 @@ class Service {
     void refuse_session(const std::shared_ptr<Conn> &c);
     void session_done(const std::shared_ptr<Conn> &c);
     void forget(const std::shared_ptr<Conn> &c);
-    void uncount_address(Conn &c);
-    bool drop_oldest_handshake();                         // false when there is none
+    void drop(Admission::Id id);                          // closes a handshake to make room
     void serve(const std::shared_ptr<Conn> &c) noexcept;  // a session's thread
 
     Service &service_;
@@ -75,14 +74,10 @@ class Service {
     boost::asio::steady_timer backoff_;
     int spare_fd_ = -1;
     bool stopping_ = false;
-    unsigned next_id_ = 0;
-    // The loop's own: connections, handshakes and sessions, and the counts
-    // the caps are checked against.
+    // The loop's own: its connections (handshakes and sessions), and the
+    // caps' counts and decisions on them.
     std::vector<std::shared_ptr<Conn>> conns_;
-    unsigned handshakes_ = 0, sessions_ = 0;
-    std::map<std::string, unsigned> per_address_, per_client_;
-    // Per certificate, while it has sessions: the lanes they hold.
-    std::map<std::string, std::shared_ptr<std::atomic<long>>> client_lanes_;
+    Admission admission_;
     rpmem::RefusalLog refusals_{"connection"};
   };
 

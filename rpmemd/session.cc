@@ -384,7 +384,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     apm_ = params_.persist_apm && pool_->is_pmem();
     tp.persist_method = apm_ ? proto::PersistMethod::kApm : proto::PersistMethod::kGpspm;
     try {
-      target_ = rpmem::transport::make_target(proto::TransportKind::kVerbs, *view_, tp);
+      target_ = params_.make_target(proto::TransportKind::kVerbs, *view_, tp);
       kind = proto::TransportKind::kVerbs;
     } catch (const std::system_error &e) {
       apm_ = false;
@@ -399,11 +399,20 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   if (!target_) {
     tp.persist_method = proto::PersistMethod::kGpspm;
     try {
-      target_ = rpmem::transport::make_target(proto::TransportKind::kTcp, *view_, tp);
+      target_ = params_.make_target(proto::TransportKind::kTcp, *view_, tp);
     } catch (const std::exception &e) {
       RPMEM_LOG_ERR("%s", e.what());
       return undo(Status::kFatalConn);
     }
+  }
+  // Before the answer: a target that cannot serve (no thread to start)
+  // fails the request, rather than the lanes of a client told all is well.
+  // The client's lanes cannot come before it has the port and the secret.
+  try {
+    target_->start();
+  } catch (const std::exception &e) {
+    RPMEM_LOG_ERR("cannot start the data listener: %s", e.what());
+    return undo(Status::kFatalConn);
   }
   log_policy(kind);
   resp.nlanes = nlanes;
@@ -459,7 +468,6 @@ std::error_code Session::handle_pool_request(MsgType type, const proto::Bytes &p
     return {};
   }
   RPMEM_LOG_INFO("waiting for in-band connection");
-  target_->start();
   return {};
 }
 

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -45,6 +46,12 @@ struct SessionParams {
   // certificate (shared with them), and their cap. Null: no such cap.
   std::shared_ptr<std::atomic<long>> client_lanes;
   unsigned max_client_lanes = 0;
+  // Makes the data-plane target of an open pool, as make_target() (never
+  // empty). Tests put a fake transport's here.
+  std::function<std::unique_ptr<rpmem::transport::Target>(rpmem::transport::TransportKind,
+                                                          rpmem::transport::TargetPool &,
+                                                          const rpmem::transport::TargetParams &)>
+      make_target = rpmem::transport::make_target;
 };
 
 // What both ways in (ssh, the service) take from the configuration; the

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Session against a scripted control stream: the test plays the client by
 // handing the session whole frames and reads what it answers. The pool
-// store and the tcp target are the real ones, on a temporary directory and
-// the loopback address.
+// store is the real one, on a temporary directory; the target is the real
+// tcp one on the loopback address, or a fake transport that records what
+// the session asks of it.
 #include "rpmemd/session.h"
 
 #include "common/log.h"
@@ -15,12 +16,15 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace rpmemd {
@@ -29,6 +33,10 @@ namespace {
 namespace fs = std::filesystem;
 using proto::MsgType;
 using proto::Status;
+using proto::TransportKind;
+using rpmem::transport::Target;
+using rpmem::transport::TargetParams;
+using rpmem::transport::TargetPool;
 
 constexpr uint64_t kPoolSize = 8 << 20;
 
@@ -198,6 +206,215 @@ TEST_F(SessionTest, ClientGoneEndsTheSessionAndASignalToo) {
   ASSERT_GE(sig, 0);
   EXPECT_EQ(run(sig), SessionEnd::kSignal);
   ::close(sig);
+}
+
+// A transport that serves nothing: it records what the session asks of
+// its targets, and fails where a test says.
+struct FakeTransport {
+  static constexpr uint16_t kPort = 4242;
+
+  struct Made {
+    TransportKind kind;
+    TargetParams params;
+    size_t pool_size, writable_from;
+  };
+  std::vector<Made> made;           // every make_target() call, in order
+  std::vector<std::string> events;  // "start", "stop", "pool_changed OFFSET LENGTH"
+  int make_fails_verbs = 0;         // errno make_target() throws for verbs (0: none)
+  int make_fails_tcp = 0;           // and for tcp
+  bool start_fails = false;         // start() throws, as when no thread can start
+  bool fatal_at_start = false;      // a lane reports malformed input at once
+  proto::Bytes provider_data{0xfa, 0x4e};
+
+  class FakeTarget final : public Target {
+   public:
+    FakeTarget(FakeTransport &t, TargetParams p) : t_(t), p_(std::move(p)) {}
+    uint16_t port() const noexcept override { return kPort; }
+    proto::Bytes provider_data() const override { return t_.provider_data; }
+    void start() override {
+      t_.events.push_back("start");
+      if (t_.start_fails)
+        throw std::system_error(EAGAIN, std::generic_category(), "fake: cannot start a thread");
+      if (t_.fatal_at_start) p_.on_fatal("fake: malformed lane input");
+    }
+    void stop() noexcept override { t_.events.push_back("stop"); }
+    void pool_changed(size_t offset, size_t length) noexcept override {
+      t_.events.push_back("pool_changed " + std::to_string(offset) + " " + std::to_string(length));
+    }
+
+   private:
+    FakeTransport &t_;
+    TargetParams p_;
+  };
+
+  std::unique_ptr<Target> make(TransportKind kind, TargetPool &pool, const TargetParams &p) {
+    made.push_back({kind, p, pool.size(), pool.writable_from()});
+    const int fails = kind == TransportKind::kVerbs ? make_fails_verbs : make_fails_tcp;
+    if (fails) throw rpmem::SetupError(fails, "fake: cannot listen");
+    return std::make_unique<FakeTarget>(*this, p);
+  }
+};
+
+class SessionFakeTransportTest : public SessionTest {
+ protected:
+  void SetUp() override {
+    SessionTest::SetUp();
+    params_.make_target = [this](TransportKind kind, TargetPool &pool, const TargetParams &p) {
+      return transport_.make(kind, pool, p);
+    };
+    params_.peer_address = "10.1.2.3";
+  }
+  static proto::Bytes open(unsigned nlanes) {
+    proto::PoolRequest r;
+    r.nlanes = nlanes;
+    r.pool_size = kPoolSize;
+    r.transports = proto::transport_bit(TransportKind::kTcp);
+    r.pool_set = "p.set";
+    return proto::encode(MsgType::kOpen, r);
+  }
+  // True when nothing holds the pool's lock: the store can open it.
+  bool pool_unlocked() {
+    PoolStore store(dir_);
+    std::unique_ptr<MappedPool> pool;
+    rpmem::PoolAttr attr;
+    return !store.open("p.set", pool, attr);
+  }
+
+  FakeTransport transport_;
+};
+
+TEST_F(SessionFakeTransportTest, CreateHandsTheTargetTheGrantAndCloseStopsIt) {
+  io_.send(create(3));
+  io_.send(close());
+  EXPECT_EQ(run(), SessionEnd::kClosed);
+  const proto::PoolResponse r = pool_response();
+  EXPECT_EQ(r.status, Status::kSuccess);
+  ASSERT_EQ(transport_.made.size(), 1u);
+  const FakeTransport::Made &m = transport_.made[0];
+  EXPECT_EQ(m.kind, TransportKind::kTcp);
+  EXPECT_EQ(m.params.max_lanes, 3u);
+  EXPECT_EQ(m.params.listen_address, "127.0.0.1");
+  EXPECT_EQ(m.params.peer_address, "10.1.2.3") << "lanes only from the client's address";
+  EXPECT_EQ(m.params.secret, r.secret) << "the lanes must prove the secret the client got";
+  EXPECT_EQ(m.pool_size, kPoolSize);
+  EXPECT_EQ(m.writable_from, 0u) << "no headers";
+  EXPECT_EQ(r.nlanes, 3u);
+  EXPECT_EQ(r.port, FakeTransport::kPort);
+  EXPECT_EQ(r.transport, TransportKind::kTcp);
+  EXPECT_EQ(r.provider_data, transport_.provider_data);
+  EXPECT_EQ(transport_.events, (std::vector<std::string>{"start", "stop"}));
+  EXPECT_TRUE(part_exists());
+  EXPECT_TRUE(pool_unlocked());
+}
+
+TEST_F(SessionFakeTransportTest, ClientGoneStopsTheTargetAndUnlocksThePool) {
+  io_.send(create(2));
+  EXPECT_EQ(run(), SessionEnd::kDisconnected);
+  EXPECT_EQ(transport_.events, (std::vector<std::string>{"start", "stop"}));
+  EXPECT_TRUE(part_exists()) << "a created pool stays when the client goes";
+  EXPECT_TRUE(pool_unlocked());
+}
+
+TEST_F(SessionFakeTransportTest, CreateWhereTheTargetCannotListenIsFatalConnAndRemovesThePool) {
+  transport_.make_fails_tcp = EADDRINUSE;
+  io_.send(create(2));
+  EXPECT_EQ(run(), SessionEnd::kRequestFailed);
+  EXPECT_EQ(pool_response().status, Status::kFatalConn);
+  EXPECT_EQ(transport_.made.size(), 1u);
+  EXPECT_TRUE(transport_.events.empty());
+  EXPECT_FALSE(part_exists()) << "a failed create leaves no pool behind";
+}
+
+TEST_F(SessionFakeTransportTest, OpenWhereTheTargetCannotListenIsFatalConnAndUnlocksThePool) {
+  io_.send(create(2));
+  io_.send(close());
+  ASSERT_EQ(run(), SessionEnd::kClosed);
+  transport_ = FakeTransport();
+  transport_.make_fails_tcp = EADDRINUSE;
+  io_ = ScriptedControl();
+  io_.send(open(2));
+  EXPECT_EQ(run(), SessionEnd::kRequestFailed);
+  EXPECT_EQ(pool_response().status, Status::kFatalConn);
+  EXPECT_TRUE(part_exists()) << "an opened pool is not removed";
+  EXPECT_TRUE(pool_unlocked());
+}
+
+TEST_F(SessionFakeTransportTest, CreateWhoseTargetFailsToStartIsFatalConnAndRemovesThePool) {
+  transport_.start_fails = true;
+  io_.send(create(2));
+  EXPECT_EQ(run(), SessionEnd::kRequestFailed);
+  EXPECT_EQ(pool_response().status, Status::kFatalConn) << "the client is not told its lanes wait";
+  EXPECT_EQ(io_.answers().size(), 1u);
+  EXPECT_EQ(transport_.events, (std::vector<std::string>{"start", "stop"}));
+  EXPECT_FALSE(part_exists()) << "a failed create leaves no pool behind";
+}
+
+TEST_F(SessionFakeTransportTest, VerbsThatCannotServeHereFallBackToTcp) {
+  const uint32_t both =
+      proto::transport_bit(TransportKind::kVerbs) | proto::transport_bit(TransportKind::kTcp);
+  params_.transports = both;
+  transport_.make_fails_verbs = ENODEV;  // no RDMA device for this address
+  proto::PoolRequest req;
+  req.nlanes = 2;
+  req.pool_size = kPoolSize;
+  req.transports = both;
+  req.pool_set = "p.set";
+  io_.send(proto::encode(MsgType::kCreate, req));
+  io_.send(close());
+  EXPECT_EQ(run(), SessionEnd::kClosed);
+  ASSERT_EQ(transport_.made.size(), 2u);
+  EXPECT_EQ(transport_.made[0].kind, TransportKind::kVerbs);
+  EXPECT_EQ(transport_.made[1].kind, TransportKind::kTcp);
+  EXPECT_EQ(transport_.made[1].params.persist_method, proto::PersistMethod::kGpspm);
+  EXPECT_EQ(pool_response().status, Status::kSuccess);
+  EXPECT_EQ(pool_response().transport, TransportKind::kTcp);
+
+  // Any other failure of verbs is the request's, not a reason for tcp.
+  fs::remove(dir_ + "/p.part");
+  transport_ = FakeTransport();
+  transport_.make_fails_verbs = EIO;
+  io_ = ScriptedControl();
+  io_.send(proto::encode(MsgType::kCreate, req));
+  EXPECT_EQ(run(), SessionEnd::kRequestFailed);
+  EXPECT_EQ(transport_.made.size(), 1u);
+  EXPECT_EQ(pool_response().status, Status::kFatalConn);
+  EXPECT_FALSE(part_exists());
+}
+
+TEST_F(SessionFakeTransportTest, ALanesFatalReportEndsTheSessionAndStopsTheTarget) {
+  transport_.fatal_at_start = true;
+  io_.send(create(2));
+  io_.send(close());  // not read: the lane's report comes first
+  EXPECT_EQ(run(), SessionEnd::kFatal);
+  EXPECT_EQ(pool_response().status, Status::kSuccess);
+  EXPECT_EQ(io_.answers().size(), 1u);
+  EXPECT_EQ(transport_.events, (std::vector<std::string>{"start", "stop"}));
+  EXPECT_TRUE(pool_unlocked());
+}
+
+TEST_F(SessionFakeTransportTest, SetAttrTellsTheTargetThePoolHeaderChanged) {
+  std::ofstream(dir_ + "/h.set") << "PMEMPOOLSET\n" << kPoolSize << " " << dir_ << "/h.part\n";
+  proto::PoolRequest req;
+  req.nlanes = 1;
+  req.pool_size = kPoolSize;
+  req.transports = proto::transport_bit(TransportKind::kTcp);
+  req.pool_set = "h.set";
+  std::memcpy(req.attr.signature.data(), "PMEMOBJ", 8);
+  req.attr.major = 6;
+  io_.send(proto::encode(MsgType::kCreate, req));
+  io_.send(proto::encode(proto::SetAttrRequest{}));  // zeroed attributes
+  io_.send(close());
+  EXPECT_EQ(run(), SessionEnd::kClosed);
+  ASSERT_EQ(pool_response().status, Status::kSuccess);
+  ASSERT_EQ(transport_.made.size(), 1u);
+  EXPECT_EQ(transport_.made[0].writable_from, rpmem::kPoolHdrSize);
+  auto a = io_.answers();
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a[1].first, MsgType::kSetAttrResp);
+  auto st = proto::decode_status_response(a[1].second);
+  ASSERT_TRUE(st);
+  EXPECT_EQ(st->status, Status::kSuccess);
+  EXPECT_EQ(transport_.events, (std::vector<std::string>{"start", "pool_changed 0 4096", "stop"}));
 }
 
 }  // namespace

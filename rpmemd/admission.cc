@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The service's caps on connections, handshakes and sessions.
+#include "rpmemd/admission.h"
+
+#include <algorithm>
+
+namespace rpmemd {
+
+Admission::Admission(const Config &config)
+    : max_handshakes_(config.max_handshakes),
+      max_connections_(config.max_connections),
+      max_per_address_(config.max_per_address),
+      max_sessions_(config.max_sessions),
+      max_sessions_per_client_(config.max_sessions_per_client) {}
+
+Admission::Conn *Admission::find(Id id) {
+  auto it = std::find_if(conns_.begin(), conns_.end(), [id](const Conn &c) { return c.id == id; });
+  return it == conns_.end() ? nullptr : &*it;
+}
+
+bool Admission::drop_oldest_handshake(std::vector<Id> &dropped) {
+  for (Conn &c : conns_) {  // in the order they came
+    if (c.in_session || c.dropped) continue;
+    c.dropped = true;
+    dropped.push_back(c.id);
+    return true;
+  }
+  return false;
+}
+
+Admission::Arrival Admission::on_connection(const std::string &peer) {
+  Arrival a;
+  auto known = per_address_.find(peer);
+  if (known != per_address_.end() && known->second >= max_per_address_)
+    a.refused = "too many unauthenticated connections from this address (max-per-address)";
+  else if (conns_.size() >= max_connections_ && !drop_oldest_handshake(a.dropped))
+    a.refused = "too many connections (max-connections)";
+  if (a.refused) return a;
+  // A dropped connection counts until its handshake's handler has run: one
+  // dropped for max-connections may still leave the handshakes full.
+  if (handshakes_ >= max_handshakes_) drop_oldest_handshake(a.dropped);
+  return a;
+}
+
+Admission::Id Admission::on_handshake_start(const std::string &peer) {
+  Conn c;
+  c.id = ++next_id_;
+  c.peer = peer;
+  c.handshake = true;
+  c.address_counted = true;
+  ++handshakes_;
+  ++per_address_[peer];
+  conns_.push_back(std::move(c));
+  return next_id_;
+}
+
+void Admission::uncount_address(Conn &c) {
+  if (!c.address_counted) return;
+  c.address_counted = false;
+  if (--per_address_[c.peer] == 0) per_address_.erase(c.peer);
+}
+
+void Admission::on_handshake_end(Id id) {
+  Conn *c = find(id);
+  if (!c) return;
+  if (c->handshake) {
+    c->handshake = false;
+    --handshakes_;
+  }
+  uncount_address(*c);
+}
+
+Admission::Verdict Admission::on_authenticated(Id id, const std::string &cn, bool has_pool_dir) {
+  Verdict v;
+  Conn *c = find(id);
+  if (!c) return v;
+  auto known = per_client_.find(cn);
+  const unsigned of_cn = known == per_client_.end() ? 0 : known->second;
+  if (cn.empty() || !has_pool_dir)
+    v.refused = "has no pool set directory";
+  else if (of_cn >= max_sessions_per_client_)
+    v.refused = "has too many sessions (max-sessions-per-client)";
+  else if (sessions_ >= max_sessions_)
+    v.refused = "cannot be served: too many sessions (max-sessions)";
+  if (v.refused) return v;
+  c->cn = cn;
+  c->in_session = true;
+  auto &lanes = client_lanes_[cn];
+  if (!lanes) lanes = std::make_shared<std::atomic<long>>(0);
+  v.client_lanes = lanes;
+  ++per_client_[cn];
+  ++sessions_;
+  return v;
+}
+
+void Admission::on_session_end(Id id) {
+  Conn *c = find(id);
+  if (!c || !c->in_session) return;
+  c->in_session = false;
+  --sessions_;
+  if (--per_client_[c->cn] == 0) {
+    per_client_.erase(c->cn);
+    client_lanes_.erase(c->cn);
+  }
+}
+
+void Admission::on_close(Id id) {
+  on_handshake_end(id);
+  on_session_end(id);
+  std::erase_if(conns_, [id](const Conn &c) { return c.id == id; });
+}
+
+unsigned Admission::strangers_from(const std::string &peer) const {
+  auto it = per_address_.find(peer);
+  return it == per_address_.end() ? 0 : it->second;
+}
+
+unsigned Admission::sessions_of(const std::string &cn) const {
+  auto it = per_client_.find(cn);
+  return it == per_client_.end() ? 0 : it->second;
+}
+
+Admission::LaneCounter Admission::lanes_of(const std::string &cn) const {
+  auto it = client_lanes_.find(cn);
+  return it == client_lanes_.end() ? nullptr : it->second;
+}
+
+}  // namespace rpmemd
