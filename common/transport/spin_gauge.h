@@ -9,9 +9,9 @@
 // 300 us, the clients held more of the CPUs than the daemon serving them.
 //
 // A SpinGauge keeps the share of recent spins that found their event (a
-// moving average over about eight). Below one half the waiter sleeps at
-// once, and spins on every 16th wait only, to see whether spinning would
-// pay again. One per waiting thread; not thread-safe.
+// moving average over about eight). Below three quarters the waiter sleeps
+// at once, and spins on every 16th wait only, to see whether spinning
+// would pay again. One per waiting thread; not thread-safe.
 #ifndef RPMEM_COMMON_TRANSPORT_SPIN_GAUGE_H
 #define RPMEM_COMMON_TRANSPORT_SPIN_GAUGE_H
 
@@ -20,12 +20,12 @@ namespace rpmem::transport {
 class SpinGauge {
  public:
   // Whether this wait should spin before it sleeps.
-  bool should_spin() noexcept { return caught_ >= kHalf || (++probes_ & 15) == 0; }
+  bool should_spin() noexcept { return caught_ >= kEnough || (++probes_ & 15) == 0; }
   // What a wait that spun found: its event within the spin, or not.
   void spun(bool caught) noexcept { caught_ = (7 * caught_ + (caught ? kAll : 0)) / 8; }
 
  private:
-  static constexpr unsigned kAll = 256, kHalf = kAll / 2;
+  static constexpr unsigned kAll = 256, kEnough = kAll * 3 / 4;
   unsigned caught_ = kAll;  // in 1/256ths
   unsigned probes_ = 0;
 };
