@@ -446,6 +446,9 @@ std::error_code PoolMapping::persist(size_t offset, size_t len, bool deep) noexc
     }
     return pmem_deep_persist(addr, len) == 0 ? std::error_code{} : errc(EIO);
   }
+  // A file in RAM (tmpfs, ramfs, hugetlbfs) has nothing below its pages:
+  // its msync writes nothing back and only costs the call.
+  if (in_ram_) return {};
   // pmem_msync aligns the range down to a page boundary itself.
   if (pmem_msync(addr, len) != 0) {
     RPMEM_LOG_ERR("msync of [%zu, +%zu) failed: %s", offset, len, last_errc().message().c_str());
