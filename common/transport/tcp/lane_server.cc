@@ -304,6 +304,12 @@ void LaneServer::loop() {
   SpinGauge gauge;        // whether the spins find a next request
   bool may_spin = false;  // after this request
   bool spun = false;      // spun since the last progress
+  // The lane of the last request. While spinning, it is tried with a
+  // receive of its own at every turn, as a raw server would wait for it,
+  // and epoll only at every fourth: the next request is most often its, and
+  // is then taken one call sooner.
+  Lane *hot = nullptr;
+  unsigned turn = 0;
   struct Release {
     bool &held;
     ~Release() {
@@ -316,10 +322,16 @@ void LaneServer::loop() {
     bool progress = false;
     for (Lane *lane : runnable_) {
       lane->runnable = false;
-      const Step s = step(*lane, progress);
+      bool moved = false;
+      const Step s = step(*lane, moved);
+      progress |= moved;
       if (s == Step::kEnded) {
+        if (lane == hot) hot = nullptr;
         drop(*lane);
-      } else if (s == Step::kMore || lane->stream->has_buffered_input()) {
+        continue;
+      }
+      if (moved) hot = lane;
+      if (s == Step::kMore || lane->stream->has_buffered_input()) {
         lane->runnable = true;
         again.push_back(lane);
       } else {
@@ -358,6 +370,13 @@ void LaneServer::loop() {
         dirty_.clear();
         timeout = -1;
       }
+    }
+    // A turn of the spin that tries the hot lane alone.
+    if (timeout == 0 && runnable_.empty() && hot && ++turn % 4 != 0) {
+      hot->runnable = true;
+      runnable_.push_back(hot);
+      ::sched_yield();  // a peer on this CPU
+      continue;
     }
     const int n = ::epoll_wait(epoll_fd_, events, kMaxEvents, timeout);
     if (n < 0) {
