@@ -231,6 +231,7 @@ std::error_code PoolMapping::map() noexcept {
 
   uint8_t *addr = base_;
   bool all_sync = true;
+  bool all_in_ram = true;
   for (size_t i = 0; i < parts_.size(); ++i) {
     Part &part = parts_[i];
     off_t off = i == 0 ? 0 : static_cast<off_t>(later_off);
@@ -249,10 +250,12 @@ std::error_code PoolMapping::map() noexcept {
     part.file_off = off;
     addr += lens[i];
     struct statfs fs {};
-    if (::fstatfs(part.fd, &fs) == 0)
-      in_ram_ = in_ram_ || fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC ||
-                fs.f_type == HUGETLBFS_MAGIC;
+    all_in_ram =
+        all_in_ram && ::fstatfs(part.fd, &fs) == 0 &&
+        (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
   }
+  // A pool set with one part on a disk is a pool on a disk.
+  in_ram_ = all_in_ram && !parts_.empty();
   is_pmem_ = all_sync || pmem_is_pmem(base_, size_) != 0;
   return {};
 }

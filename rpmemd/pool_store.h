@@ -48,9 +48,9 @@ class MappedPool {
   // True when every part is mapped on persistent memory (MAP_SYNC), or
   // pmem_is_pmem() says so (PMEM_IS_PMEM_FORCE).
   virtual bool is_pmem() const noexcept = 0;
-  // True when some part lives in RAM only (tmpfs, ramfs, hugetlbfs): durable
+  // True when every part lives in RAM only (tmpfs, ramfs, hugetlbfs): durable
   // there means as durable as the target's memory, and persist waits for no
-  // device.
+  // device. A pool set with one part on a disk is a pool on a disk.
   virtual bool in_ram() const noexcept = 0;
 
   // Rewrites the headers from attr as PMDK's util_replica_set_attr (part 0

@@ -8,14 +8,17 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -99,6 +102,42 @@ TEST_F(PoolStoreTest, CreateMapsPartsContiguouslyBehindTheirHeaders) {
   EXPECT_EQ(at("p0", 2 * kMiB - 5, 5), "edge!");
   EXPECT_EQ(at("p1", 4096, 6), "second");
   EXPECT_EQ(at("p1", 2 * kMiB - 4, 4), "last");
+}
+
+// Whether `dir` is on tmpfs.
+bool on_tmpfs(const std::string &dir) {
+  struct statfs fs {};
+  return ::statfs(dir.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC;
+}
+
+TEST_F(PoolStoreTest, APoolIsInRamOnlyWhenEveryPartIs) {
+  if (on_tmpfs(dir_.path()) || !on_tmpfs("/dev/shm"))
+    GTEST_SKIP() << "needs a temporary directory on a disk and /dev/shm on tmpfs";
+  char tmpl[] = "/dev/shm/rpmem-store-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string ram = tmpl;
+  rpmem::PoolAttr attr = obj_like_attr();
+  auto in_ram_of = [&](const std::string &name, const std::string &p0, const std::string &p1) {
+    write_file(dir_ / name, "PMEMPOOLSET\n2M " + p0 + "\n2M " + p1 + "\n");
+    std::unique_ptr<MappedPool> pool;
+    EXPECT_EQ(store_.create(name, &attr, pool), std::error_code{});
+    const bool r = pool && pool->in_ram();
+    // Whatever the medium, a persist makes the bytes reach the file.
+    if (pool) {
+      std::memcpy(pool->base() + pool->size() - 8, "lastword", 8);
+      EXPECT_EQ(pool->persist(pool->size() - 8, 8, false), std::error_code{});
+    }
+    pool.reset();
+    auto v = read_bytes(p1, 2 * kMiB - 8, 8);
+    EXPECT_EQ(std::string(v.begin(), v.end()), "lastword") << name;
+    return r;
+  };
+  EXPECT_TRUE(in_ram_of("ram.set", ram + "/a0", ram + "/a1"));
+  EXPECT_FALSE(in_ram_of("disk.set", part("b0"), part("b1")));
+  EXPECT_FALSE(in_ram_of("mixed.set", ram + "/c0", part("c1"))) << "a part on a disk";
+  EXPECT_FALSE(in_ram_of("mixed2.set", part("d0"), ram + "/d1")) << "a part on a disk";
+  std::error_code ec;
+  std::filesystem::remove_all(ram, ec);
 }
 
 TEST_F(PoolStoreTest, CreateWritesPmdkHeaders) {
