@@ -7,9 +7,11 @@
 //
 // Readiness comes from epoll, so the work per request does not depend on
 // how many lanes are open: only lanes with input, or a reply to finish, are
-// looked at. When the last request came moments ago, the thread polls epoll
+// looked at. When the last request came moments ago, the thread polls
 // without sleeping for about a round trip (kSpinBudget) before it makes the
-// posted flushes durable and sleeps.
+// posted flushes durable and sleeps: the lane of that request with a
+// receive of its own, and epoll every fourth turn. It spins only while such
+// spins find a next request (SpinGauge).
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_LANE_SERVER_H
 #define RPMEM_COMMON_TRANSPORT_TCP_LANE_SERVER_H
 
