@@ -15,6 +15,9 @@
 #ifndef RPMEM_COMMON_TRANSPORT_SPIN_GAUGE_H
 #define RPMEM_COMMON_TRANSPORT_SPIN_GAUGE_H
 
+#include <algorithm>
+#include <chrono>
+
 namespace rpmem::transport {
 
 class SpinGauge {
@@ -28,6 +31,33 @@ class SpinGauge {
   static constexpr unsigned kAll = 256, kEnough = kAll * 3 / 4;
   unsigned caught_ = kAll;  // in 1/256ths
   unsigned probes_ = 0;
+};
+
+// How long a client lane spins for a reply or a completion: about as long
+// as its recent waits took (1.25x their moving average; a round trip, or a
+// durable write when the pool is on a disk), within [kMinSpin, kMaxSpin],
+// and not at all while such spins keep missing (SpinGauge). One per lane;
+// not thread-safe.
+class WaitSpin {
+ public:
+  // About one loopback round trip.
+  static constexpr std::chrono::nanoseconds kMinSpin{20000};
+  // For replies that usually take longer (a durable write to a disk).
+  static constexpr std::chrono::nanoseconds kMaxSpin{200000};
+
+  // The spin of this wait; 0: sleep at once. Called once per wait.
+  std::chrono::nanoseconds budget() noexcept {
+    if (!gauge_.should_spin()) return std::chrono::nanoseconds{0};
+    return std::clamp<std::chrono::nanoseconds>(took_ + took_ / 4, kMinSpin, kMaxSpin);
+  }
+  // Whether a wait that spun found its event within the spin.
+  void spun(bool caught) noexcept { gauge_.spun(caught); }
+  // How long a wait took, from its start to its event.
+  void took(std::chrono::nanoseconds t) noexcept { took_ = (3 * took_ + t) / 4; }
+
+ private:
+  SpinGauge gauge_;
+  std::chrono::nanoseconds took_{0};  // moving average
 };
 
 }  // namespace rpmem::transport

@@ -46,9 +46,6 @@ size_t recv_spinning(int fd, void *buf, size_t len, std::chrono::nanoseconds bud
 // How long the data path spins before it sleeps: about one loopback round
 // trip.
 inline constexpr std::chrono::nanoseconds kSpinBudget{20000};
-// At most this long a client spins for a reply that usually takes longer
-// (a durable write to a disk).
-inline constexpr std::chrono::nanoseconds kMaxSpin{200000};
 
 // Upper bound on RPMEM_WORK_QUEUE_SIZE for tcp lanes (two iovecs a flush
 // must fit in one sendmsg, IOV_MAX 1024).

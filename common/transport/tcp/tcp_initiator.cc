@@ -89,16 +89,14 @@ std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req,
   // and there is none while spins keep missing the reply.
   const auto start = std::chrono::steady_clock::now();
   size_t have = 0;
-  if (spin_.should_spin()) {
-    const auto budget =
-        std::clamp<std::chrono::nanoseconds>(reply_time_ + reply_time_ / 4, kSpinBudget, kMaxSpin);
+  if (const auto budget = spin_.budget(); budget.count() > 0) {
     have = tls_ ? stream_recv_spinning(*tls_, raw, sizeof(raw), budget)
                 : recv_spinning(fd_, raw, sizeof(raw), budget);
     spin_.spun(have > 0);
   }
   if (have < sizeof(raw))
     if (auto ec = recv_exact(raw + have, sizeof(raw) - have)) return fail(ec);
-  reply_time_ = (3 * reply_time_ + (std::chrono::steady_clock::now() - start)) / 4;
+  spin_.took(std::chrono::steady_clock::now() - start);
   auto decoded = proto::decode_data_reply(raw);
   if (!decoded || decoded->op != req.op ||
       (decoded->length != 0 &&

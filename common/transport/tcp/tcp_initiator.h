@@ -52,10 +52,9 @@ class TcpInitiatorLane final : public InitiatorLane {
   std::unique_ptr<ByteStream> tls_;
   const uint8_t *base_;
   int timeout_ms_;
-  std::chrono::nanoseconds reply_time_{0};  // moving average: how long replies take
-  SpinGauge spin_;                          // whether spinning for them pays
-  unsigned wq_;                             // queue bound
-  unsigned queued_ = 0;                     // flushes posted, not yet sent
+  WaitSpin spin_;        // how long to spin for a reply
+  unsigned wq_;          // queue bound
+  unsigned queued_ = 0;  // flushes posted, not yet sent
   int niov_ = 0;
   std::unique_ptr<uint8_t[]> hdrs_;  // wq_ + 1 encoded headers (the last: the request)
   std::unique_ptr<iovec[]> iov_;     // 2 per header

@@ -25,12 +25,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint64_t kMaxWrite = 1ull << 30;  // bytes per WRITE work request
 constexpr size_t kBounceSize = 256 * 1024;  // rpmem_read chunk
-// How long a lane polls its CQ before it sleeps on the completion channel:
-// about as long as its completions have been taking (a moving average),
-// within these bounds. A wake-up from the channel costs far more than an
-// RNIC's round trip (~100 us under emulation), and the caller waits anyway.
-constexpr std::chrono::nanoseconds kMinSpin{20000};
-constexpr std::chrono::nanoseconds kMaxSpin{200000};
 enum WrId : uint64_t { kWrWrite = 1, kWrSend = 2, kWrRecv = 4, kWrRead = 8 };
 
 // What the lanes of one pool share; released with the last lane.
@@ -205,17 +199,17 @@ class VerbsLane final : public InitiatorLane {
 
   // Waits until the completions in `need` (WrId bits) arrived: spins for
   // about as long as this lane's completions take (a few microseconds on
-  // real hardware), unless such spins keep missing (SpinGauge), then
-  // sleeps on the completion channel and the rdma_cm channel, up to the
-  // timeout.
+  // real hardware), unless such spins keep missing (WaitSpin), then sleeps
+  // on the completion channel and the rdma_cm channel, up to the timeout. A
+  // wake-up from the channel costs far more than an RNIC's round trip
+  // (~100 us under emulation), and the caller waits anyway.
   std::error_code wait_for(uint64_t need) noexcept {
     const auto start = Clock::now();
     const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
-    const auto spin =
-        std::clamp<std::chrono::nanoseconds>(wait_time_ + wait_time_ / 4, kMinSpin, kMaxSpin);
+    const auto spin = spin_.budget();
     uint64_t got = 0;
     bool armed = false;
-    bool spinning = spin_.should_spin();
+    bool spinning = spin.count() > 0;
     for (unsigned spins = 0;; ++spins) {
       Completion wc[4];
       const int n = poll(cq_.get(), wc, 4);
@@ -230,7 +224,7 @@ class VerbsLane final : public InitiatorLane {
       }
       if ((got & need) == need) {
         unsignaled_ = 0;  // a signalled completion retires every earlier WRITE
-        wait_time_ = (3 * wait_time_ + (Clock::now() - start)) / 4;
+        spin_.took(Clock::now() - start);
         if (spinning) spin_.spun(true);  // found within the spin
         return {};
       }
@@ -284,8 +278,7 @@ class VerbsLane final : public InitiatorLane {
   unsigned wq_size_;
   int timeout_ms_;
   unsigned unsignaled_ = 0;
-  std::chrono::nanoseconds wait_time_{0};  // moving average: how long completions take
-  SpinGauge spin_;                         // whether spinning for them pays
+  WaitSpin spin_;  // how long to poll the CQ before sleeping
   uint32_t reply_len_ = 0;
   FlushRanges ranges_;
   std::atomic<bool> dead_{false};

@@ -61,5 +61,31 @@ TEST(SpinGauge, ProbesFindThatSpinningPaysAgain) {
   EXPECT_EQ(spins_of(g, 100, true), 100u);
 }
 
+TEST(WaitSpin, SpinsAQuarterLongerThanRecentWaitsWithinItsBounds) {
+  using std::chrono::microseconds;
+  WaitSpin w;
+  EXPECT_EQ(w.budget(), WaitSpin::kMinSpin) << "nothing waited yet";
+  for (int i = 0; i < 40; ++i) w.took(microseconds(80));
+  const double us = std::chrono::duration<double, std::micro>(w.budget()).count();
+  EXPECT_NEAR(us, 100.0, 1.0);
+  for (int i = 0; i < 40; ++i) w.took(microseconds(1000));
+  EXPECT_EQ(w.budget(), WaitSpin::kMaxSpin);
+  for (int i = 0; i < 40; ++i) w.took(microseconds(1));
+  EXPECT_EQ(w.budget(), WaitSpin::kMinSpin);
+}
+
+TEST(WaitSpin, NoSpinWhileSpinsKeepMissing) {
+  WaitSpin w;
+  unsigned zero = 0;
+  for (int i = 0; i < 160; ++i) {
+    if (w.budget().count() == 0) {
+      ++zero;
+      continue;
+    }
+    w.spun(false);
+  }
+  EXPECT_GE(zero, 140u);
+}
+
 }  // namespace
 }  // namespace rpmem::transport
