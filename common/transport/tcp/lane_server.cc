@@ -302,7 +302,6 @@ void LaneServer::loop() {
   auto spin_until = clock::time_point{};
   bool spinning = false;  // holds one of SpinSlots
   SpinGauge gauge;        // whether the spins find a next request
-  bool may_spin = false;  // after this request
   bool spun = false;      // spun since the last progress
   // The lane of the last request. While spinning, it is tried with a
   // receive of its own at every turn, as a raw server would wait for it,
@@ -350,17 +349,16 @@ void LaneServer::loop() {
     if (progress) {
       if (spun) gauge.spun(true);
       spun = false;
-      may_spin = gauge.should_spin();
-      spin_until = clock::now() + kSpinBudget;
+      spin_until = gauge.should_spin() ? clock::now() + kSpinBudget : clock::time_point{};
     }
     if (runnable_.empty()) {
-      const bool want = may_spin && clock::now() < spin_until;
+      const bool want = clock::now() < spin_until;
       if (want && !spinning) spinning = SpinSlots::take();
       if (want && spinning) spun = true;
       if (!want || !spinning) {
         if (spun) gauge.spun(false);
         spun = false;
-        may_spin = false;
+        spin_until = {};  // the next spin follows the next request
         if (spinning) SpinSlots::give_back();
         spinning = false;
         for (Lane *lane : dirty_) {
