@@ -32,8 +32,9 @@ struct SessionParams {
   std::string listen_address;  // where lanes connect; empty = any
   uint32_t transports = 0;     // what this daemon offers
   bool persist_apm = false;
-  unsigned nthreads =
-      0;  // threads serving tcp lanes; 0: one per lane, at most one per CPU (16 on a disk)
+  // Threads serving tcp lanes; 0: one per lane, at most one per CPU (16 on
+  // a disk).
+  unsigned nthreads = 0;
   unsigned max_lanes = 64;                    // granted at most (Config::max_lanes)
   std::string peer_address;                   // the client's address: data connections come from it
   std::chrono::milliseconds peer_timeout{0};  // Config::peer_timeout
