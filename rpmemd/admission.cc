@@ -47,27 +47,18 @@ Admission::Id Admission::on_handshake_start(const std::string &peer) {
   c.id = ++next_id_;
   c.peer = peer;
   c.handshake = true;
-  c.address_counted = true;
   ++handshakes_;
   ++per_address_[peer];
   conns_.push_back(std::move(c));
   return next_id_;
 }
 
-void Admission::uncount_address(Conn &c) {
-  if (!c.address_counted) return;
-  c.address_counted = false;
-  if (--per_address_[c.peer] == 0) per_address_.erase(c.peer);
-}
-
 void Admission::on_handshake_end(Id id) {
   Conn *c = find(id);
-  if (!c) return;
-  if (c->handshake) {
-    c->handshake = false;
-    --handshakes_;
-  }
-  uncount_address(*c);
+  if (!c || !c->handshake) return;
+  c->handshake = false;
+  --handshakes_;
+  if (--per_address_[c->peer] == 0) per_address_.erase(c->peer);
 }
 
 Admission::Verdict Admission::on_authenticated(Id id, const std::string &cn, bool has_pool_dir) {

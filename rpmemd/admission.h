@@ -94,17 +94,15 @@ class Admission {
   struct Conn {
     Id id = 0;
     std::string peer;
-    std::string cn;                // once in a session
-    bool handshake = false;        // counted in handshakes_
-    bool address_counted = false;  // counted in per_address_
-    bool dropped = false;          // in an Arrival's `dropped`
+    std::string cn;          // once in a session
+    bool handshake = false;  // counted in handshakes_ and per_address_
+    bool dropped = false;    // in an Arrival's `dropped`
     bool in_session = false;
   };
   Conn *find(Id id);
   // Marks the oldest connection not in a session and not dropped yet as
   // dropped and adds it to `dropped`; false when there is none.
   bool drop_oldest_handshake(std::vector<Id> &dropped);
-  void uncount_address(Conn &c);
 
   const unsigned max_handshakes_, max_connections_, max_per_address_, max_sessions_,
       max_sessions_per_client_;
