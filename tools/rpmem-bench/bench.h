@@ -46,6 +46,10 @@ struct Options {
   double duration_s = 2.0;  // per case and run, unless count is set
   uint64_t count = 0;       // operations per lane (0: run for duration_s)
   double warmup_s = 0.2;
+  // Above 0: the first measured run starts at this wall-clock time (seconds
+  // since the epoch) instead of after warmup_s, so that the runs of many
+  // processes cover one window (service-scaling.sh).
+  double start_at = 0;
   unsigned batch = 16;  // flushes per drain
   unsigned repeat = 1;  // runs of every case; the figures are medians
   bool raw = true;

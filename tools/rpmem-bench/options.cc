@@ -39,6 +39,11 @@ What to measure:
   -d, --duration SEC      measured time per case and run (default 2)
   -n, --count N           calls per lane instead of a duration
   -w, --warmup SEC        unmeasured calls before each case (default 0.2)
+      --start-at TIME     the first case's measured time starts at TIME
+                          (seconds since the epoch, wall clock), not after
+                          its warm-up: unmeasured calls until then; an error
+                          if the case is ready only later. For many
+                          processes measured over one window
   -r, --repeat N          runs of every case, interleaved; the figures are
                           the medians of the runs (default 1)
       --wide-lanes N      also open a second pool (--wide-pool-set) asking for N
@@ -169,7 +174,8 @@ Options parse_options(int argc, char **argv) {
     kWideLanes,
     kWidePoolSet,
     kDataTls,
-    kTlsPoolSet
+    kTlsPoolSet,
+    kStartAt
   };
   static const option longopts[] = {
       {"target", required_argument, nullptr, 't'},
@@ -184,6 +190,7 @@ Options parse_options(int argc, char **argv) {
       {"count", required_argument, nullptr, 'n'},
       {"warmup", required_argument, nullptr, 'w'},
       {"repeat", required_argument, nullptr, 'r'},
+      {"start-at", required_argument, nullptr, kStartAt},
       {"wide-lanes", required_argument, nullptr, kWideLanes},
       {"wide-pool-set", required_argument, nullptr, kWidePoolSet},
       {"data-tls", no_argument, nullptr, kDataTls},
@@ -240,6 +247,12 @@ Options parse_options(int argc, char **argv) {
       case 'r':
         o.repeat = static_cast<unsigned>(parse_count(optarg, 1000));
         break;
+      case kStartAt: {
+        char *end = nullptr;
+        o.start_at = std::strtod(optarg, &end);
+        if (end == optarg || *end || !(o.start_at > 0)) usage_error("bad time '%s'", optarg);
+        break;
+      }
       case kWideLanes:
         o.wide_lanes = static_cast<unsigned>(parse_count(optarg, 65536));
         break;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -80,7 +81,19 @@ RunSamples run_lanes(const Options &opt, unsigned lanes, const Workload &w,
   for (unsigned l = 0; l < lanes; ++l) threads.emplace_back(lane_main, l);
   while (ready.load() < lanes) std::this_thread::sleep_for(std::chrono::microseconds(100));
   phase.store(kWarmup, std::memory_order_release);
-  std::this_thread::sleep_for(std::chrono::duration<double>(opt.warmup_s));
+  static bool started_at = false;  // --start-at is for the first run only
+  if (opt.start_at > 0 && !started_at) {
+    started_at = true;
+    const auto at = std::chrono::system_clock::time_point(
+        std::chrono::duration_cast<std::chrono::system_clock::duration>(
+            std::chrono::duration<double>(opt.start_at)));
+    if (std::chrono::system_clock::now() >= at)
+      fail(ETIME, "ready after --start-at");
+    else
+      std::this_thread::sleep_until(at);
+  } else {
+    std::this_thread::sleep_for(std::chrono::duration<double>(opt.warmup_s));
+  }
   start = Clock::now();
   int expected = kWarmup;
   phase.compare_exchange_strong(expected, kMeasure, std::memory_order_acq_rel);

@@ -8,9 +8,15 @@
 # usage: tools/rpmem-bench/service-scaling.sh BUILD_DIR [COUNTS [SIZE [SECONDS]]]
 #   COUNTS   client counts, comma-separated (default 8,32,64,128)
 #   SIZE     persist size (default 64)
-#   SECONDS  measured time of each client (default 4); every client first
-#            warms up for 3 s, so that all of them run during the window
+#   SECONDS  measured time (default 4). Every client measures the same
+#            window of wall-clock time (rpmem-bench --start-at), which
+#            starts once all of them have had time to connect and warm up
+#            (3 s plus 80 ms per client); a client ready only later counts
+#            as failed. Summing rates of windows that do not overlap would
+#            count the calls a client makes while others are not running.
 #
+# RPMEM_SCALING_DAEMON_CONF: more lines for the service's configuration
+# file (e.g. "nthreads = 1": a lane server of its own for each session).
 # Pools live in /dev/shm. Prints one line per count: clients, the sum of
 # calls/s, calls/s per client (min/median/max), failed clients, rpmemd's
 # threads and RSS at the end of the count.
@@ -62,6 +68,7 @@ tls-cert = $work/server.crt
 tls-key = $work/server.key
 max-sessions-per-client = $max
 max-per-address = $(( max + 8 ))
+${RPMEM_SCALING_DAEMON_CONF:-}
 CONF
 "$build/rpmemd" --service -c "$work/service.conf" &
 daemon=$!
@@ -77,9 +84,10 @@ printf '%8s %12s %10s %10s %10s %7s %8s %9s\n' clients "calls/s" min/client medi
 for n in ${counts//,/ }; do
   rm -f out.*
   pids=()
+  start_at=$(awk -v n="$n" -v now="$(date +%s.%N)" 'BEGIN { printf "%.3f", now + 3 + 0.08 * n }')
   for i in $(seq 1 "$n"); do
     "$build/tools/rpmem-bench" -t "rpmems://127.0.0.1:$port" -P "p$i.set" -S 4M \
-      -o persist -b "$size" -l 1 -w 3 -d "$secs" --no-raw -f csv --no-progress \
+      -o persist -b "$size" -l 1 --start-at "$start_at" -d "$secs" --no-raw -f csv --no-progress \
       >"out.$i" 2>"err.$i" &
     pids+=($!)
   done
@@ -87,10 +95,11 @@ for n in ${counts//,/ }; do
   for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
   threads=$(awk '/^Threads:/ {print $2}' "/proc/$daemon/status")
   rss=$(awk '/^VmRSS:/ {printf "%.0f", $2 / 1024}' "/proc/$daemon/status")
-  # The CSV's ops_per_s column, by name, of every client's persist row.
+  # The CSV's ops_per_s column, by name, of every client's persist row
+  # that has no error.
   cat out.* | awk -F, '
-    /^case,/ { for (i = 1; i <= NF; i++) if ($i == "ops_per_s") col = i; next }
-    $1 == "persist" && col { print $col }' | sort -n >rates
+    /^case,/ { for (i = 1; i <= NF; i++) { if ($i == "ops_per_s") col = i; if ($i == "error") ecol = i }; next }
+    $1 == "persist" && col && ecol && $ecol == "" { print $col }' | sort -n >rates
   k=$(wc -l <rates)
   awk -v n="$n" -v k="$k" -v failed="$failed" -v threads="$threads" -v rss="$rss" '
     { v[NR] = $1; sum += $1 }
