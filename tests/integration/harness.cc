@@ -6,10 +6,12 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <linux/magic.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -59,8 +61,11 @@ std::string library_log() {
 }
 
 Target::Target() {
-  char tmpl[] = "/tmp/rpmem-test-XXXXXX";
-  const char *d = ::mkdtemp(tmpl);
+  // RPMEM_TEST_DIR: where the daemon's pools go (default /tmp), e.g.
+  // /dev/shm for pools in RAM.
+  const char *base = std::getenv("RPMEM_TEST_DIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/rpmem-test-XXXXXX";
+  const char *d = ::mkdtemp(tmpl.data());
   if (!d) throw std::runtime_error("mkdtemp failed");
   dir_ = d;
   ::chmod(d, 0755);
@@ -178,6 +183,11 @@ std::string command_output(const std::string &cmd, int *status) {
   const int st = ::pclose(p);
   if (status) *status = st;
   return out;
+}
+
+bool in_ram(const std::string &dir) {
+  struct statfs fs {};
+  return ::statfs(dir.c_str(), &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
 }
 
 bool file_exists(const std::string &path) { return ::access(path.c_str(), F_OK) == 0; }

@@ -86,6 +86,8 @@ std::vector<uint8_t> read_file(const std::string &path);
 // What `cmd` (run by sh) prints on stdout; its wait status in *status.
 std::string command_output(const std::string &cmd, int *status = nullptr);
 bool file_exists(const std::string &path);
+// True when `dir` is on tmpfs or ramfs: rpmemd keeps its pools in RAM there.
+bool in_ram(const std::string &dir);
 void set_env(const char *name, const std::string &value);
 // RPMEM_TEST_TRANSPORT=verbs: every Target disables tcp (RPMEM_ENABLE_SOCKETS=0).
 bool verbs_only();

@@ -5,8 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <linux/magic.h>
-#include <sys/vfs.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -18,12 +16,6 @@
 
 namespace rpmem_test {
 namespace {
-
-// The daemon's medium for a pool in `dir`: RAM (tmpfs, ramfs) or a disk.
-bool in_ram(const std::string &dir) {
-  struct statfs fs {};
-  return ::statfs(dir.c_str(), &fs) == 0 && (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC);
-}
 
 constexpr size_t kPool = 4 * kMiB;
 
