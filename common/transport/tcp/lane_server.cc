@@ -98,8 +98,12 @@ class LaneReader {
   std::error_code error_;
 };
 
-// How many lane servers of this process may spin at once: one per CPU it
-// may run on. Past that a server sleeps in epoll at once.
+// How many lane servers of this process may spin at once: one per two CPUs
+// it may run on, at least one. Past that a server sleeps in epoll at once.
+// A spinning server keeps a CPU to itself; with one on every CPU, the
+// threads that make the next requests (the clients' on the same machine,
+// or the session threads) wait for a CPU instead. With 8 clients on one
+// 2-CPU machine, one spinner instead of two made 1.4x the calls/s.
 class SpinSlots {
  public:
   static bool take() noexcept {
@@ -113,8 +117,8 @@ class SpinSlots {
 
  private:
   static unsigned limit() noexcept {
-    static const unsigned cpus = usable_cpus();
-    return cpus;
+    static const unsigned slots = std::max(1u, usable_cpus() / 2);
+    return slots;
   }
   static inline std::atomic<unsigned> used_{0};
 };
@@ -412,9 +416,9 @@ void LaneServer::loop() {
 
     // Sleep only when nothing moved for about a round trip: the next
     // request of a busy lane comes within microseconds. But spin only while
-    // fewer servers of this process spin than it has CPUs (with more, the
-    // spinning would take the CPU from the very thread that answers), and
-    // while the spins find a next request (SpinGauge).
+    // a slot is free (SpinSlots: with more spinners, the spinning would take
+    // the CPU from the very threads that make the requests), and while the
+    // spins find a next request (SpinGauge).
     int timeout = 0;
     if (progress) {
       if (spun) gauge.spun(true);

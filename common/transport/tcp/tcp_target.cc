@@ -423,7 +423,7 @@ void TcpTarget::hand_over(std::unique_ptr<ByteStream> stream, unsigned lane) {
     const unsigned nlanes = admission_.session_nlanes();
     // A thread per CPU computes; on a disk, persists mostly wait for the
     // device, so more threads keep more writes in flight (as many writers
-    // would), while SpinSlots keeps the spinning to one per CPU.
+    // would), while SpinSlots keeps the spinning to one per two CPUs.
     const unsigned cap = params_.nthreads ? params_.nthreads
                          : shared_        ? shared_->size()
                                           : std::max(usable_cpus(), kDiskThreads);
