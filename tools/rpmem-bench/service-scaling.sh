@@ -19,7 +19,10 @@
 # file (e.g. "nthreads = 1": a lane server of its own for each session).
 # Pools live in /dev/shm. Prints one line per count: clients, the sum of
 # calls/s, calls/s per client (min/median/max), failed clients, rpmemd's
-# threads and RSS at the end of the count.
+# threads and RSS at the end of the count, and the CPU time per call inside
+# the window (its first and last half second left out) of rpmemd and of all
+# the rest of the machine (the clients, and the kernel work they cause):
+# the clients share the CPUs with the service they measure.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(realpath "${1:?usage: $0 BUILD_DIR [COUNTS [SIZE [SECONDS]]]}")
@@ -80,7 +83,15 @@ done
 export RPMEM_TLS_CA=$work/ca.crt RPMEM_TLS_CERT=$work/client.crt RPMEM_TLS_KEY=$work/client.key
 echo "# rpmemd --service on 127.0.0.1:$port, persist $size B, 1 lane per client, ${secs} s measured"
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) CPUs, $(date -u '+%F %T') UTC"
-printf '%8s %12s %10s %10s %10s %7s %8s %9s\n' clients "calls/s" min/client median max failed threads "RSS MiB"
+printf '%8s %12s %10s %10s %10s %7s %8s %9s %8s %8s\n' clients "calls/s" min/client median max failed \
+  threads "RSS MiB" "rpmemd" "rest"
+printf '%8s %12s %10s %10s %10s %7s %8s %9s %8s %8s\n' "" "" "" "" "" "" "" "" "us/call" "us/call"
+# rpmemd's CPU ticks and the machine's busy ticks (USER_HZ).
+sample() {
+  local t
+  t=$(awk '{ print $14 + $15 }' "/proc/$daemon/stat")
+  awk -v t="$t" '/^cpu / { print t, $2 + $3 + $4 + $7 + $8 + $9 }' /proc/stat
+}
 for n in ${counts//,/ }; do
   rm -f out.*
   pids=()
@@ -91,8 +102,18 @@ for n in ${counts//,/ }; do
       >"out.$i" 2>"err.$i" &
     pids+=($!)
   done
+  (
+    sleep "$(awk -v at="$start_at" -v now="$(date +%s.%N)" 'BEGIN { d = at + 0.5 - now; print (d > 0 ? d : 0) }')"
+    sample >cpu.0
+    sleep "$(awk -v s="$secs" 'BEGIN { print s - 1 }')"
+    sample >cpu.1
+  ) &
+  sampler=$!
   failed=0
   for p in "${pids[@]}"; do wait "$p" || failed=$((failed + 1)); done
+  wait "$sampler" || true
+  read -r d0 b0 <cpu.0
+  read -r d1 b1 <cpu.1
   threads=$(awk '/^Threads:/ {print $2}' "/proc/$daemon/status")
   rss=$(awk '/^VmRSS:/ {printf "%.0f", $2 / 1024}' "/proc/$daemon/status")
   # The CSV's ops_per_s column, by name, of every client's persist row
@@ -101,10 +122,13 @@ for n in ${counts//,/ }; do
     /^case,/ { for (i = 1; i <= NF; i++) { if ($i == "ops_per_s") col = i; if ($i == "error") ecol = i }; next }
     $1 == "persist" && col && ecol && $ecol == "" { print $col }' | sort -n >rates
   k=$(wc -l <rates)
-  awk -v n="$n" -v k="$k" -v failed="$failed" -v threads="$threads" -v rss="$rss" '
+  awk -v n="$n" -v k="$k" -v failed="$failed" -v threads="$threads" -v rss="$rss" \
+    -v dt="$((d1 - d0))" -v bt="$((b1 - b0))" -v hz="$(getconf CLK_TCK)" -v secs="$secs" '
     { v[NR] = $1; sum += $1 }
     END {
-      printf "%8d %12.0f %10.0f %10.0f %10.0f %7d %8s %9s\n", n, sum, v[1], v[int((k + 1) / 2)],
-        v[k], failed + (n - k), threads, rss
+      calls = sum * (secs - 1)
+      printf "%8d %12.0f %10.0f %10.0f %10.0f %7d %8s %9s %8.2f %8.2f\n", n, sum, v[1],
+        v[int((k + 1) / 2)], v[k], failed + (n - k), threads, rss,
+        calls ? dt / hz / calls * 1e6 : 0, calls ? (bt - dt) / hz / calls * 1e6 : 0
     }' rates
 done
