@@ -25,8 +25,6 @@ constexpr size_t kMaxPendingFlushes = 64;
 // Requests served on one lane before the other ready lanes get their turn.
 constexpr unsigned kBurst = 64;
 constexpr int kMaxEvents = 64;
-// Requests in a row on one lane after which the spin tries it alone.
-constexpr unsigned kHotStreak = 8;
 
 // Buffered receive side of one lane. It never waits: each call takes what
 // has arrived, and an error (EOF included) is kept.
@@ -142,8 +140,8 @@ struct LaneServer::Lane {
     kReply,    // sending a reply
   };
 
-  Lane(LaneOwner &owner_, std::unique_ptr<ByteStream> s, unsigned number_)
-      : owner(owner_), pool(owner_.pool), stream(std::move(s)), number(number_), in(*stream) {}
+  Lane(std::unique_ptr<ByteStream> s, unsigned number_, TargetPool &pool_)
+      : stream(std::move(s)), number(number_), pool(pool_), in(*stream) {}
   ~Lane() {  // what was flushed is made durable however the lane ends
     std::error_code ignored;
     persist_flushes(ignored);
@@ -160,10 +158,9 @@ struct LaneServer::Lane {
   }
   void flush_pending() { persist_flushes(flush_error); }
 
-  LaneOwner &owner;
-  TargetPool &pool;  // the owner's
   std::unique_ptr<ByteStream> stream;
   const unsigned number;
+  TargetPool &pool;
   LaneReader in;
   FlushRanges flushes{kMaxPendingFlushes};
   std::error_code flush_error;  // reported by the next drain
@@ -187,7 +184,8 @@ struct LaneServer::Lane {
   bool dirty = false;           // in dirty_
 };
 
-LaneServer::LaneServer() = default;
+LaneServer::LaneServer(TargetPool &pool, FatalFn fatal)
+    : pool_(pool), fatal_(std::move(fatal)), disk_(pool.persist_waits_for_device()) {}
 
 LaneServer::~LaneServer() {
   stop();
@@ -213,11 +211,9 @@ std::error_code LaneServer::start(std::string &why) noexcept {
     why = std::string("epoll_ctl failed: ") + strerror(errno);
     return {errno, std::generic_category()};
   }
-  running_.store(true);
   try {
     thread_ = std::thread([this] { run(); });
   } catch (const std::system_error &e) {
-    running_.store(false);
     why = std::string("cannot start a thread: ") + e.what();
     return e.code();
   }
@@ -229,42 +225,26 @@ void LaneServer::wake() noexcept {
   [[maybe_unused]] auto n = ::write(wake_fd_, &one, sizeof(one));
 }
 
-void LaneServer::add(LaneOwner &owner, std::unique_ptr<ByteStream> stream, unsigned lane) noexcept {
+void LaneServer::add(std::unique_ptr<ByteStream> stream, unsigned lane) noexcept {
   std::lock_guard lock(mu_);
-  // The stream closes here when the server does not serve.
-  if (stopped_ || !thread_.joinable() || owner.stopping.load()) return;
+  if (stopped_ || !thread_.joinable()) return;  // the stream closes here
   try {
-    inbox_.push_back(Handed{&owner, std::move(stream), lane});
+    inbox_.emplace_back(std::move(stream), lane);
   } catch (const std::bad_alloc &) {
     RPMEM_LOG_ERR("lane %u dropped: out of memory", lane);
     return;
   }
-  load_.fetch_add(1, std::memory_order_relaxed);
   has_new_.store(true, std::memory_order_release);
   wake();
-}
-
-void LaneServer::remove(LaneOwner &owner) noexcept {
-  owner.stopping.store(true);
-  std::unique_lock lock(mu_);
-  // A lane busy in a long persist answers nothing more: its client sees
-  // the connection end now, not when the persist is over.
-  for (const auto &[fd, o] : fds_)
-    if (o == &owner) ::shutdown(fd, SHUT_RDWR);
-  if (finished_ || !thread_.joinable()) return;
-  owner.removal_done = false;
-  owner.next_removal = removals_;
-  removals_ = &owner;
-  has_new_.store(true, std::memory_order_release);
-  wake();
-  removed_.wait(lock, [&] { return finished_ || owner.removal_done; });
 }
 
 void LaneServer::stop() noexcept {
   if (stopping_.exchange(true)) return;
   {
+    // A lane busy in a long persist answers nothing more: its client sees
+    // the connection end now, not when the persist is over.
     std::lock_guard lock(mu_);
-    for (const auto &fd_owner : fds_) ::shutdown(fd_owner.first, SHUT_RDWR);
+    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
   }
   if (thread_.joinable()) {
     wake();
@@ -272,92 +252,51 @@ void LaneServer::stop() noexcept {
   }
 }
 
-void LaneServer::fatal_all(const std::string &why) noexcept {
-  std::vector<LaneOwner *> told;
-  for (const auto &lane : lanes_) {
-    LaneOwner *o = &lane->owner;
-    if (std::find(told.begin(), told.end(), o) != told.end()) continue;
-    try {
-      told.push_back(o);
-    } catch (const std::bad_alloc &) {
-    }
-    o->fatal(why);
-  }
-  if (lanes_.empty()) RPMEM_LOG_ERR("%s", why.c_str());
-}
-
 void LaneServer::run() noexcept {
   try {
     loop();
   } catch (const std::exception &e) {
-    fatal_all(std::string("lane server: ") + e.what());
+    fatal_(std::string("lane server: ") + e.what());
   }
-  running_.store(false);
   try {
     decltype(inbox_) late;
     {
       std::lock_guard lock(mu_);
       stopped_ = true;
       late.swap(inbox_);
+      fds_.clear();
     }
     late.clear();  // handed over after the last look: closed unserved
     runnable_.clear();
     dirty_.clear();
-    hot_ = nullptr;
     lanes_.clear();  // each persists its flushes and closes
   } catch (...) {
   }
-  {
-    std::lock_guard lock(mu_);
-    fds_.clear();
-    removals_ = nullptr;
-    finished_ = true;
-  }
-  removed_.notify_all();
 }
 
 void LaneServer::adopt_inbox() {
   decltype(inbox_) taken;
-  LaneOwner *removals = nullptr;
   {
     std::lock_guard lock(mu_);
     taken.swap(inbox_);
-    removals = removals_;
-    removals_ = nullptr;
   }
-  for (auto &h : taken) {
-    auto lane = std::make_unique<Lane>(*h.owner, std::move(h.stream), h.lane);
+  for (auto &[stream, number] : taken) {
+    auto lane = std::make_unique<Lane>(std::move(stream), number, pool_);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = lane.get();
     if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, lane->stream->fd(), &ev) != 0) {
-      RPMEM_LOG_ERR("lane %u dropped: epoll_ctl failed: %s", h.lane, strerror(errno));
-      load_.fetch_sub(1, std::memory_order_relaxed);
+      RPMEM_LOG_ERR("lane %u dropped: epoll_ctl failed: %s", number, strerror(errno));
       continue;
     }
     {
       std::lock_guard lock(mu_);
-      fds_.emplace_back(lane->stream->fd(), h.owner);
+      fds_.push_back(lane->stream->fd());
     }
     lane->runnable = true;  // the client may have sent already
     runnable_.push_back(lane.get());
     lanes_.push_back(std::move(lane));
   }
-  if (!removals) return;
-  std::vector<Lane *> ending;
-  for (const auto &lane : lanes_)
-    for (LaneOwner *o = removals; o; o = o->next_removal)
-      if (&lane->owner == o) ending.push_back(lane.get());
-  for (Lane *lane : ending) drop(*lane);  // each persists its flushes and closes
-  {
-    std::lock_guard lock(mu_);
-    for (LaneOwner *o = removals; o;) {
-      LaneOwner *next = o->next_removal;
-      o->removal_done = true;  // its remove() may return from here on
-      o = next;
-    }
-  }
-  removed_.notify_all();
 }
 
 void LaneServer::loop() {
@@ -368,15 +307,12 @@ void LaneServer::loop() {
   bool spinning = false;  // holds one of SpinSlots
   SpinGauge gauge;        // whether the spins find a next request
   bool spun = false;      // spun since the last progress
-  // While spinning, the lane of the last requests (hot_) is tried with a
+  // The lane of the last request. While spinning, it is tried with a
   // receive of its own at every turn, as a raw server would wait for it,
   // and epoll only at every fourth: the next request is most often its, and
-  // is then taken one call sooner. Only when the last kHotStreak requests
-  // were all its: when several lanes are busy, the next request may be any
-  // one's, and epoll serves each in its turn (a client that answers at once
-  // would otherwise have the server to itself).
+  // is then taken one call sooner.
+  Lane *hot = nullptr;
   unsigned turn = 0;
-  unsigned streak = 0;  // requests in a row on hot_
   struct Release {
     bool &held;
     ~Release() {
@@ -393,17 +329,11 @@ void LaneServer::loop() {
       const Step s = step(*lane, moved);
       progress |= moved;
       if (s == Step::kEnded) {
+        if (lane == hot) hot = nullptr;
         drop(*lane);
         continue;
       }
-      if (moved) {
-        if (lane == hot_) {
-          streak = std::min(streak + 1, kHotStreak);
-        } else {
-          hot_ = lane;
-          streak = 0;
-        }
-      }
+      if (moved) hot = lane;
       if (s == Step::kMore || lane->stream->has_buffered_input()) {
         lane->runnable = true;
         again.push_back(lane);
@@ -444,16 +374,16 @@ void LaneServer::loop() {
       }
     }
     // A turn of the spin that tries the hot lane alone.
-    if (timeout == 0 && runnable_.empty() && hot_ && streak == kHotStreak && ++turn % 4 != 0) {
-      hot_->runnable = true;
-      runnable_.push_back(hot_);
+    if (timeout == 0 && runnable_.empty() && hot && ++turn % 4 != 0) {
+      hot->runnable = true;
+      runnable_.push_back(hot);
       ::sched_yield();  // a peer on this CPU
       continue;
     }
     const int n = ::epoll_wait(epoll_fd_, events, kMaxEvents, timeout);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fatal_all(std::string("lane server: epoll_wait failed: ") + strerror(errno));
+      fatal_(std::string("lane server: epoll_wait failed: ") + strerror(errno));
       return;
     }
     for (int i = 0; i < n; ++i) {
@@ -484,21 +414,16 @@ void LaneServer::watch(Lane &lane) {
 void LaneServer::drop(Lane &lane) {
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, lane.stream->fd(), nullptr);
   if (lane.dirty) std::erase(dirty_, &lane);
-  if (lane.runnable) std::erase(runnable_, &lane);  // not while runnable_ is walked
-  if (hot_ == &lane) hot_ = nullptr;
   {
     std::lock_guard lock(mu_);
-    const int fd = lane.stream->fd();
-    std::erase_if(fds_, [fd](const std::pair<int, LaneOwner *> &e) { return e.first == fd; });
+    std::erase(fds_, lane.stream->fd());
   }
   std::erase_if(lanes_, [&](const std::unique_ptr<Lane> &l) { return l.get() == &lane; });
-  load_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
-  auto stopping = [&] { return stopping_.load() || lane.owner.stopping.load(); };
   auto ended = [&](const char *what, std::error_code ec) {
-    if (stopping()) return Step::kEnded;
+    if (stopping_.load()) return Step::kEnded;
     if (what)
       RPMEM_LOG_ERR("lane %u: %s: %s", lane.number, what, ec.message().c_str());
     else if (ec == std::errc::connection_reset)
@@ -508,7 +433,7 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
     return Step::kEnded;
   };
   auto refuse = [&](const char *why) {
-    lane.owner.fatal("lane " + std::to_string(lane.number) + ": " + why);
+    fatal_("lane " + std::to_string(lane.number) + ": " + why);
     return Step::kEnded;
   };
 
@@ -516,7 +441,7 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
     switch (lane.state) {
       case Lane::State::kReply: {
         if (auto ec = lane.stream->send_nowait(lane.unsent, lane.nunsent)) {
-          if (!stopping())
+          if (!stopping_.load())
             RPMEM_LOG_INFO("lane %u: reply lost: %s", lane.number, ec.message().c_str());
           return Step::kEnded;
         }
@@ -539,12 +464,11 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
         if (!req) return refuse("malformed data request");
         const bool writes = proto::carries_payload(req->op);
         if (writes || req->op == DataOp::kRead)
-          if (const char *why = lane.pool.refusal(req->offset, req->length, writes))
-            return refuse(why);
+          if (const char *why = pool_.refusal(req->offset, req->length, writes)) return refuse(why);
         lane.req = *req;
-        lane.dst = lane.pool.base() + req->offset;
+        lane.dst = pool_.base() + req->offset;
         lane.left = writes ? req->length : 0;
-        lane.whole = lane.owner.disk && writes && req->length <= kLaneBuffer;
+        lane.whole = disk_ && writes && req->length <= kLaneBuffer;
         lane.written.clear();
         lane.state = Lane::State::kPayload;
         [[fallthrough]];
@@ -559,8 +483,8 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
               return ec ? ended("payload lost", ec) : Step::kWaiting;
           }
           lane.written = lane.req.op == DataOp::kFlush
-                             ? lane.pool.write_posted(lane.req.offset, lane.in.data(), lane.left)
-                             : lane.pool.write_durable(lane.req.offset, lane.in.data(), lane.left);
+                             ? pool_.write_posted(lane.req.offset, lane.in.data(), lane.left)
+                             : pool_.write_durable(lane.req.offset, lane.in.data(), lane.left);
           lane.in.consume(lane.left);
           lane.left = 0;
           progress = true;
@@ -602,7 +526,7 @@ void LaneServer::complete(Lane &lane) {
     }
     std::error_code perr =
         lane.whole ? lane.written
-                   : lane.pool.persist(req.offset, req.length, req.op == DataOp::kDeepPersist);
+                   : pool_.persist(req.offset, req.length, req.op == DataOp::kDeepPersist);
     lane.whole = false;
     reply.status = static_cast<uint32_t>(perr.value());
   } else if (req.op == DataOp::kDrain) {
@@ -614,46 +538,10 @@ void LaneServer::complete(Lane &lane) {
   }
   proto::encode(reply, lane.reply);
   lane.iov[0] = {lane.reply, sizeof(lane.reply)};
-  lane.iov[1] = {lane.pool.base() + req.offset, reply.length};
+  lane.iov[1] = {pool_.base() + req.offset, reply.length};
   lane.unsent = lane.iov;
   lane.nunsent = reply.length ? 2 : 1;
   lane.state = Lane::State::kReply;
-}
-
-std::shared_ptr<SharedLaneServers> SharedLaneServers::get() {
-  static std::mutex mu;
-  static std::weak_ptr<SharedLaneServers> current;
-  std::lock_guard lock(mu);
-  if (auto servers = current.lock()) return servers;
-  std::shared_ptr<SharedLaneServers> servers(new SharedLaneServers(usable_cpus()));
-  current = servers;
-  return servers;
-}
-
-SharedLaneServers::SharedLaneServers(unsigned n) : tried_(n, false) {
-  servers_.reserve(n);
-  for (unsigned i = 0; i < n; ++i) servers_.push_back(std::make_unique<LaneServer>());
-}
-
-SharedLaneServers::~SharedLaneServers() = default;  // each server stops
-
-LaneServer *SharedLaneServers::pick(std::string &why) noexcept {
-  std::lock_guard lock(mu_);
-  LaneServer *best = nullptr;
-  for (const auto &s : servers_)
-    if (s->serving() && (!best || s->load() < best->load())) best = s.get();
-  if (best && best->load() == 0) return best;
-  // Every serving server has lanes: another CPU's server, if there is one
-  // to start. When it cannot start, the others serve.
-  for (size_t i = 0; i < servers_.size(); ++i) {
-    if (tried_[i]) continue;
-    tried_[i] = true;
-    if (!servers_[i]->start(why)) return servers_[i].get();
-    RPMEM_LOG_WARN("lane worker: %s", why.c_str());
-    break;
-  }
-  if (!best && why.empty()) why = "no lane worker thread serves";
-  return best;
 }
 
 }  // namespace rpmem::transport::tcp

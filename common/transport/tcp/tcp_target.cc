@@ -104,7 +104,6 @@ TcpTarget::TcpTarget(TargetPool &pool, TargetParams params)
     : pool_(pool),
       params_(std::move(params)),
       state_(params_.on_fatal),
-      owner_(pool, [this](const std::string &why) { fatal(why); }),
       admission_(params_.secret, params_.max_lanes) {
   params_.peer_address = normalized(params_.peer_address);
   asio::io_context io;
@@ -149,14 +148,6 @@ TcpTarget::TcpTarget(TargetPool &pool, TargetParams params)
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, state_.wake_fd(), &ev) != 0) fail("epoll_ctl failed");
   spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (spare_fd_ < 0) fail("cannot open /dev/null");
-  if (!params_.nthreads && !owner_.disk) {
-    try {
-      shared_ = SharedLaneServers::get();
-    } catch (const std::bad_alloc &) {
-      errno = ENOMEM;
-      fail("lane workers");
-    }
-  }
 }
 
 TcpTarget::~TcpTarget() {
@@ -173,10 +164,6 @@ void TcpTarget::stop() noexcept {
   if (!state_.request_stop()) return;
   if (listener_.joinable()) listener_.join();
   // The listener is gone: nobody hands over any more.
-  owner_.stopping.store(true);
-  for (LaneServer *server : used_) server->remove(owner_);
-  used_.clear();
-  shared_.reset();  // the last target to let go stops the shared servers
   for (auto &server : servers_)
     if (server) server->stop();
 }
@@ -424,31 +411,24 @@ void TcpTarget::hand_over(std::unique_ptr<ByteStream> stream, unsigned lane) {
     // A thread per CPU computes; on a disk, persists mostly wait for the
     // device, so more threads keep more writes in flight (as many writers
     // would), while SpinSlots keeps the spinning to one per two CPUs.
-    const unsigned cap = params_.nthreads ? params_.nthreads
-                         : shared_        ? shared_->size()
-                                          : std::max(usable_cpus(), kDiskThreads);
+    const unsigned cap = params_.nthreads                   ? params_.nthreads
+                         : pool_.persist_waits_for_device() ? std::max(usable_cpus(), kDiskThreads)
+                                                            : usable_cpus();
     nservers_ = std::clamp(std::min(nlanes, cap), 1u, params_.max_lanes);
-    if (!shared_) servers_.resize(nservers_);
+    servers_.resize(nservers_);
     RPMEM_LOG_INFO("%u lanes served by %u worker thread%s", nlanes, nservers_,
                    nservers_ == 1 ? "" : "s");
   }
-  if (shared_) {
-    std::string why;
-    LaneServer *server = shared_->pick(why);
-    if (!server) return fatal("lane worker: " + why);
-    if (std::find(used_.begin(), used_.end(), server) == used_.end()) used_.push_back(server);
-    return server->add(owner_, std::move(stream), lane);
-  }
   auto &server = servers_[lane % nservers_];
   if (!server) {
-    server = std::make_unique<LaneServer>();
+    server = std::make_unique<LaneServer>(pool_, [this](const std::string &why) { fatal(why); });
     std::string why;
     if (server->start(why)) {
       server.reset();
       return fatal("lane worker: " + why);
     }
   }
-  server->add(owner_, std::move(stream), lane);
+  server->add(std::move(stream), lane);
 }
 
 }  // namespace rpmem::transport::tcp

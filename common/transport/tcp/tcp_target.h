@@ -5,12 +5,10 @@
 // lanes that prove the session secret, and hands them over to the lane
 // servers (lane_server.h) that serve the requests.
 //
-// Each lane belongs to one lane server for its whole life, so lanes share no
-// lock. A pool in RAM (or on persistent memory) has its lanes served by the
-// servers every such pool of the process shares, one per CPU it may run on
-// (SharedLaneServers): more threads than CPUs would only take turns. A pool
-// on a disk, or a target given TargetParams::nthreads, has servers of its
-// own, lane i on server i mod n.
+// Each lane belongs to one lane server for its whole life (lane i to server
+// i mod n), so lanes share no lock. There is one server thread per lane, but
+// no more than the CPUs this process may run on: more threads than CPUs
+// would only take turns (TargetParams::nthreads overrides that).
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 
@@ -18,7 +16,6 @@
 #include "common/transport/copy_words.h"
 #include "common/transport/lane_admission.h"
 #include "common/transport/target_state.h"
-#include "common/transport/tcp/lane_server.h"
 #include "common/transport/transport.h"
 
 #include <atomic>
@@ -32,6 +29,7 @@
 namespace rpmem::transport::tcp {
 
 class ByteStream;
+class LaneServer;
 
 class TcpTarget final : public Target {
  public:
@@ -68,7 +66,6 @@ class TcpTarget final : public Target {
   TargetPool &pool_;
   TargetParams params_;
   TargetState state_;  // stop, fatal, all lanes in
-  LaneOwner owner_;    // what its lanes belong to, on whichever server
   LaneAdmission admission_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;  // the listener's event loop
@@ -77,10 +74,6 @@ class TcpTarget final : public Target {
 
   // The listener thread's own until it is joined.
   std::vector<std::unique_ptr<Hello>> hellos_;
-  // The shared servers and those of them it handed lanes to; or, for a pool
-  // on a disk or with nthreads, servers of its own.
-  std::shared_ptr<SharedLaneServers> shared_;
-  std::vector<LaneServer *> used_;
   std::vector<std::unique_ptr<LaneServer>> servers_;
   unsigned nservers_ = 0;                // fixed with the lane count
   std::set<std::string> refusal_texts_;  // declared before refusals_: outlives it

@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -142,21 +141,6 @@ void fill_pattern(uint8_t *p, size_t n, uint32_t seed) {
 
 using Lanes = std::vector<std::unique_ptr<InitiatorLane>>;
 
-// Lanes of a client whose local pool is at `local`, to a target on
-// 127.0.0.1:port.
-Result<Lanes> connect_tcp_lanes(uint16_t port, const proto::Secret &secret, unsigned nlanes,
-                                const uint8_t *local, std::chrono::milliseconds timeout) {
-  InitiatorParams p;
-  p.host = "127.0.0.1";
-  p.port = port;
-  p.secret = secret;
-  p.nlanes = nlanes;
-  p.local_base = local;
-  p.pool_size = kPoolSize;
-  p.timeout = timeout;
-  return connect_lanes(TransportKind::kTcp, p);
-}
-
 class TcpTargetTest : public ::testing::Test {
  protected:
   void TearDown() override {
@@ -168,10 +152,8 @@ class TcpTargetTest : public ::testing::Test {
   }
 
   void start(size_t writable_from = 4096, unsigned max_lanes = 4,
-             std::chrono::milliseconds hello_timeout = 3s, unsigned nthreads = 0,
-             bool disk = false) {
+             std::chrono::milliseconds hello_timeout = 3s, unsigned nthreads = 0) {
     pool_ = std::make_unique<MemPool>(writable_from);
-    pool_->disk = disk;  // a pool's medium is known before its target exists
     TargetParams p;
     p.listen_address = "127.0.0.1";
     p.secret = secret_;
@@ -189,7 +171,15 @@ class TcpTargetTest : public ::testing::Test {
 
   Result<Lanes> connect(unsigned nlanes, const proto::Secret &secret,
                         std::chrono::milliseconds timeout = 5s) {
-    return connect_tcp_lanes(target_->port(), secret, nlanes, local_.data(), timeout);
+    InitiatorParams p;
+    p.host = "127.0.0.1";
+    p.port = target_->port();
+    p.secret = secret;
+    p.nlanes = nlanes;
+    p.local_base = local_.data();
+    p.pool_size = kPoolSize;
+    p.timeout = timeout;
+    return connect_lanes(TransportKind::kTcp, p);
   }
   void connect_ok(unsigned nlanes, std::chrono::milliseconds timeout = 5s) {
     auto r = connect(nlanes, secret_, timeout);
@@ -369,7 +359,8 @@ TEST_F(TcpTargetTest, PersistFailureIsEioAndLaneStaysUsable) {
 // a posted write that the drain persists; an error reaches that request
 // only, not a later one.
 TEST_F(TcpTargetTest, DiskPoolTakesPersistsAsDurableWritesAndFlushesAsPostedOnes) {
-  start(4096, 4, 3s, 0, true);
+  start();
+  pool_->disk = true;
   connect_ok(1);
   fill_pattern(local_.data() + 8192, 4096, 3);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 4096, false));
@@ -659,112 +650,6 @@ TEST_F(TcpTargetTest, OneWorkerServesManyLanesInParallelThreads) {
 }
 
 // --- raw sockets: protocol violations -------------------------------------------------------
-
-// --- lane servers shared by the pools of a process ---------------------------------------------
-
-long threads_of_this_process() {
-  std::ifstream status("/proc/self/status");
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("Threads:", 0) == 0) return std::stol(line.substr(8));
-  return -1;
-}
-
-// A second pool's target in the same process, beside the fixture's.
-struct OtherTarget {
-  explicit OtherTarget(uint8_t seed) : pool(4096), secret(make_secret(seed)) {
-    TargetParams p;
-    p.listen_address = "127.0.0.1";
-    p.secret = secret;
-    p.max_lanes = 4;
-    p.on_fatal = [this](const std::string &) { ++fatal; };
-    target = make_target(TransportKind::kTcp, pool, p);
-    target->start();
-  }
-  Lanes connect(unsigned nlanes) {
-    auto r = connect_tcp_lanes(target->port(), secret, nlanes, local.data(), 5s);
-    EXPECT_TRUE(r.ok()) << r.error().message;
-    return r.ok() ? std::move(r.value()) : Lanes{};
-  }
-
-  MemPool pool;
-  const proto::Secret secret;
-  std::vector<uint8_t> local = std::vector<uint8_t>(kPoolSize);
-  std::atomic<unsigned> fatal{0};
-  std::unique_ptr<Target> target;
-};
-
-// Pools in RAM share the process's lane servers: a second pool's lanes
-// start no thread, each pool's bytes land in its own pool, and a pool that
-// ends takes its lanes (their posted flushes made durable) and nothing of
-// the other's.
-TEST_F(TcpTargetTest, PoolsInRamShareLaneServersAndEndApart) {
-  start();
-  connect_ok(2);
-  // Served once each: both are on their servers, which have started.
-  for (unsigned l = 0; l < 2; ++l) ASSERT_FALSE(lanes_[l]->write(DataOp::kPersist, 8192, 8, false));
-  OtherTarget other(7);
-  const long before = threads_of_this_process();
-  Lanes theirs = other.connect(2);
-  ASSERT_EQ(theirs.size(), 2u);
-  fill_pattern(local_.data() + 8192, 4096, 1);
-  fill_pattern(other.local.data() + 8192, 4096, 2);
-  for (unsigned l = 0; l < 2; ++l) {
-    ASSERT_FALSE(lanes_[l]->write(DataOp::kPersist, 8192 + 2048 * l, 2048, false));
-    ASSERT_FALSE(theirs[l]->write(DataOp::kPersist, 8192 + 2048 * l, 2048, false));
-  }
-  EXPECT_EQ(threads_of_this_process(), before) << "the second pool's lanes started threads";
-  EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 4096));
-  EXPECT_EQ(0, std::memcmp(other.pool.base() + 8192, other.local.data() + 8192, 4096));
-
-  // A posted flush of the other pool, then its end.
-  fill_pattern(other.local.data() + 20000, 100, 3);
-  ASSERT_FALSE(theirs[1]->write(DataOp::kFlush, 20000, 100, false));
-  ASSERT_FALSE(theirs[1]->write(DataOp::kPersist, 8192, 8, false));  // sends the flush before it
-  other.target->stop();
-  const auto calls = other.pool.calls();
-  EXPECT_NE(std::find(calls.begin(), calls.end(), PersistCall{20000, 100, false}), calls.end())
-      << "a posted flush of the pool that ended was not made durable";
-  EXPECT_EQ(0, std::memcmp(other.pool.base() + 20000, other.local.data() + 20000, 100));
-  EXPECT_TRUE(theirs[0]->write(DataOp::kPersist, 8192, 8, false)) << "a lane outlived its pool";
-
-  // This pool's lanes go on, on the same servers.
-  fill_pattern(local_.data() + 40960, 8192, 4);
-  ASSERT_FALSE(lanes_[0]->write(DataOp::kPersist, 40960, 4096, false));
-  ASSERT_FALSE(lanes_[1]->write(DataOp::kPersist, 45056, 4096, false));
-  EXPECT_EQ(0, std::memcmp(pool_->base() + 40960, local_.data() + 40960, 8192));
-  EXPECT_EQ(fatal_count(), 0u);
-  EXPECT_EQ(other.fatal.load(), 0u);
-}
-
-// Malformed input on a lane of one pool ends that pool's session only: the
-// other pool, on the same servers, is told nothing and goes on.
-TEST_F(TcpTargetTest, GarbageOnOnePoolsLaneIsFatalForThatPoolOnly) {
-  start();
-  connect_ok(4);
-  // Served once each: all four are on their servers (two each on 2 CPUs),
-  // so the other pool's lane shares a server with some of them.
-  for (unsigned l = 0; l < 4; ++l) ASSERT_FALSE(lanes_[l]->write(DataOp::kPersist, 8192, 8, false));
-  OtherTarget other(9);
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  ASSERT_GE(fd, 0);
-  raw_fds_.push_back(fd);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(other.target->port());
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof(sa)), 0) << strerror(errno);
-  ASSERT_TRUE(raw_hello(fd, 0, 1, other.secret));
-  uint8_t garbage[proto::kDataRequestSize];
-  std::memset(garbage, 0x77, sizeof(garbage));
-  ASSERT_FALSE(tcp::send_all(fd, garbage, sizeof(garbage), kIoMs));
-  EXPECT_TRUE(closed_by_target(fd));
-  EXPECT_EQ(other.fatal.load(), 1u);
-  fill_pattern(local_.data() + 8192, 4096, 5);
-  for (unsigned l = 0; l < 4; ++l)
-    ASSERT_FALSE(lanes_[l]->write(DataOp::kPersist, 8192 + 1024 * l, 1024, false));
-  EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 4096));
-  EXPECT_EQ(fatal_count(), 0u);
-}
 
 TEST_F(TcpTargetTest, GarbageRequestAfterValidHelloIsFatal) {
   start();
