@@ -62,4 +62,18 @@ grep -Eq '^persist-wide +64 B +1 .* persist 1-lane p50 [0-9.]+ us +[0-9.]+x p50$
   || fail "persist-wide 64 B is not compared with 1-lane persist"
 grep -Eq '^# wide +127\.0\.0\.1:bench-wide\.set, created, 8 lanes asked, [1-8] granted;' \
   "$work/out.txt" || fail "no line on the wide pool's lanes"
-echo "PASS: $rows cases, no allocation per call${sanitize:+ (not counted under $sanitize)}"
+# --start-at: the first case measures from that wall-clock time on (its
+# warm-up lasts until then), and fails when it is ready only later.
+raw=(-o persist -b 64 -d 0.2 -w 0 --raw-only -f csv --no-progress)
+t0=$(date +%s.%N)
+"$build/tools/rpmem-bench" "${raw[@]}" --start-at "$(awk -v t="$t0" 'BEGIN { printf "%.3f", t + 1.5 }')" \
+  >"$work/at.csv" 2>"$work/err" || { cat "$work/err" >&2; fail "rpmem-bench --start-at failed"; }
+awk -v t0="$t0" -v t1="$(date +%s.%N)" 'BEGIN { exit !(t1 - t0 >= 1.5) }' ||
+  fail "--start-at 1.5 s ahead: the run did not wait for it"
+awk -F, 'NR == 2 && $1 == "raw-rr" && $14 == "" && $7 > 0 { ok = 1 } END { exit !ok }' "$work/at.csv" ||
+  fail "--start-at 1.5 s ahead: no measured raw-rr row"
+"$build/tools/rpmem-bench" "${raw[@]}" --start-at "$(awk -v t="$t0" 'BEGIN { printf "%.3f", t - 1 }')" \
+  >"$work/late.csv" 2>"$work/err" || true
+grep -q '^raw-rr,64,1,.*ready after --start-at' "$work/late.csv" ||
+  fail "--start-at in the past: raw-rr did not fail as ready too late"
+echo "PASS: $rows cases, no allocation per call${sanitize:+ (not counted under $sanitize)}; --start-at"
