@@ -904,6 +904,26 @@ TEST(CopyWords, CopiesExactlyTheRangeForEveryAlignmentAndLength) {
   }
 }
 
+// Large copies stream (non-temporal stores) from 2 KiB on: the same bytes,
+// on either side of that size and for every alignment.
+TEST(CopyWords, CopiesExactlyTheRangeOfLargeCopies) {
+  constexpr size_t kMax = 65536 + 64;
+  std::vector<uint8_t> src(kMax + 16), dst(kMax + 32);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 7 + i / 251);
+  for (size_t n : {size_t{2040}, size_t{2047}, size_t{2048}, size_t{2049}, size_t{4109}, kMax}) {
+    for (size_t so = 0; so < 8; so += 3) {
+      for (size_t dof = 0; dof < 16; ++dof) {
+        std::fill(dst.begin(), dst.end(), uint8_t{0xee});
+        rpmem::transport::copy_words(dst.data() + dof, src.data() + so, n);
+        for (size_t i = 0; i < dst.size(); ++i) {
+          const uint8_t want = (i >= dof && i < dof + n) ? src[so + i - dof] : 0xee;
+          ASSERT_EQ(dst[i], want) << "src+" << so << " dst+" << dof << " n=" << n << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 TEST(CopyWords, WritesEachAlignedWordWithOneStore) {
   RPMEM_SKIP_UNDER_TSAN();
   // Another thread watches every aligned word of the destination while
