@@ -34,6 +34,7 @@ inline void store_64(uint8_t *dst, const uint8_t *src) noexcept {
   asm("movdqa %1, %0" : "=m"(o[2]) : "x"(c));
   asm("movdqa %1, %0" : "=m"(o[3]) : "x"(d));
 }
+
 // The same as store_64 with non-temporal stores: they write whole lines to
 // memory without reading them into the cache first, which a large copy into
 // a pool (whose lines are mostly in no cache) would otherwise do for each
@@ -46,7 +47,7 @@ inline void stream_64(uint8_t *dst, const uint8_t *src) noexcept {
   _mm_stream_si128(o + 3, _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + 48)));
 }
 
-// From this size on, a copy streams (persist 64 KiB: 1.2x the calls/s,
+// From this size on, a copy streams (persist 64 KiB: 1.1x the calls/s,
 // 1 MiB: 1.3x; docs/performance.md).
 constexpr size_t kStreamFrom = 2048;
 #endif

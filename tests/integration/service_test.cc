@@ -791,8 +791,7 @@ class ServiceWithManySessions : public ServiceCrowd {
 };
 
 TEST_F(ServiceWithManySessions, FiveHundredSessionsAtOnce) {
-  // Under a sanitizer, 1000 to 1500 threads of rpmemd take minutes: fewer
-  // there.
+  // Under a sanitizer, 1500 threads of rpmemd take minutes: fewer there.
   const int kSessions = kUnderSanitizer ? 60 : 500;
   constexpr size_t kSmall = 2 * kMiB;
   raise_own_nofile(8192);
