@@ -20,6 +20,10 @@
 
 namespace rpmem::transport {
 
+// How long the data path spins before it sleeps: about one loopback round
+// trip.
+inline constexpr std::chrono::nanoseconds kSpinBudget{20000};
+
 class SpinGauge {
  public:
   // Whether this wait should spin before it sleeps.
@@ -40,8 +44,7 @@ class SpinGauge {
 // not thread-safe.
 class WaitSpin {
  public:
-  // About one loopback round trip.
-  static constexpr std::chrono::nanoseconds kMinSpin{20000};
+  static constexpr std::chrono::nanoseconds kMinSpin = kSpinBudget;
   // For replies that usually take longer (a durable write to a disk).
   static constexpr std::chrono::nanoseconds kMaxSpin{200000};
 

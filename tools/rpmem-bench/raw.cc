@@ -12,6 +12,7 @@
 // sides block in recv.
 #include "tools/rpmem-bench/raw.h"
 
+#include "common/transport/spin_gauge.h"
 #include "common/transport/tcp/socket_io.h"
 
 #include <arpa/inet.h>
@@ -72,7 +73,7 @@ int blocking_recv_all(int fd, void *buf, size_t n) {
 // or an error.
 size_t recv_as_rpmemd(int fd, void *buf, size_t len) {
   for (;;) {
-    if (size_t got = tcp::recv_spinning(fd, buf, len, tcp::kSpinBudget)) return got;
+    if (size_t got = tcp::recv_spinning(fd, buf, len, rpmem::transport::kSpinBudget)) return got;
     if (tcp::wait_readable(fd, tcp::kWaitForever)) return 0;
     size_t got = 0;
     if (tcp::recv_nowait(fd, buf, len, got)) return 0;  // EOF, reset
@@ -220,7 +221,7 @@ Workload RawClient::workload() {
       uint8_t reply[kReplySize];
       if (auto ec = tcp::send_all(fd, bufs_[lane].get(), size_, tcp::kWaitForever))
         return ec.value();
-      size_t have = tcp::recv_spinning(fd, reply, sizeof(reply), tcp::kSpinBudget);
+      size_t have = tcp::recv_spinning(fd, reply, sizeof(reply), rpmem::transport::kSpinBudget);
       if (have < sizeof(reply))
         if (auto ec = tcp::recv_all(fd, reply + have, sizeof(reply) - have, tcp::kWaitForever))
           return ec.value();

@@ -43,10 +43,6 @@ std::error_code recv_nowait(int fd, void *buf, size_t len, size_t &got) noexcept
 // blocking receive then waits or reports it.
 size_t recv_spinning(int fd, void *buf, size_t len, std::chrono::nanoseconds budget) noexcept;
 
-// How long the data path spins before it sleeps: about one loopback round
-// trip.
-inline constexpr std::chrono::nanoseconds kSpinBudget{20000};
-
 // Upper bound on RPMEM_WORK_QUEUE_SIZE for tcp lanes (two iovecs a flush
 // must fit in one sendmsg, IOV_MAX 1024).
 inline constexpr unsigned kMaxWorkQueue = 256;
