@@ -25,6 +25,8 @@ constexpr size_t kMaxPendingFlushes = 64;
 // Requests served on one lane before the other ready lanes get their turn.
 constexpr unsigned kBurst = 64;
 constexpr int kMaxEvents = 64;
+// At most one lane server per two CPUs spins for the next request.
+using ServerSpinSlots = SpinSlots<LaneServer>;
 
 // Buffered receive side of one lane. It never waits: each call takes what
 // has arrived, and an error (EOF included) is kept.
@@ -96,40 +98,7 @@ class LaneReader {
   std::error_code error_;
 };
 
-// How many lane servers of this process may spin at once: one per two CPUs
-// it may run on, at least one. Past that a server sleeps in epoll at once.
-// A spinning server keeps a CPU to itself; with one on every CPU, the
-// threads that make the next requests (the clients' on the same machine,
-// or the session threads) wait for a CPU instead. With 8 clients on one
-// 2-CPU machine, one spinner instead of two made 1.4x the calls/s.
-class SpinSlots {
- public:
-  static bool take() noexcept {
-    unsigned n = used_.load(std::memory_order_relaxed);
-    while (n < limit()) {
-      if (used_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) return true;
-    }
-    return false;
-  }
-  static void give_back() noexcept { used_.fetch_sub(1, std::memory_order_relaxed); }
-
- private:
-  static unsigned limit() noexcept {
-    static const unsigned slots = std::max(1u, usable_cpus() / 2);
-    return slots;
-  }
-  static inline std::atomic<unsigned> used_{0};
-};
-
 }  // namespace
-
-unsigned usable_cpus() noexcept {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0)
-    return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
-  return std::max(1u, std::thread::hardware_concurrency());
-}
 
 // One lane: its stream, its receive buffer, where it is in its request, the
 // reply in progress, and the flushes it has not made durable yet.
@@ -316,7 +285,7 @@ void LaneServer::loop() {
   struct Release {
     bool &held;
     ~Release() {
-      if (held) SpinSlots::give_back();
+      if (held) ServerSpinSlots::give_back();
     }
   } release{spinning};
   while (!stopping_.load(std::memory_order_relaxed)) {
@@ -357,13 +326,13 @@ void LaneServer::loop() {
     }
     if (runnable_.empty()) {
       const bool want = clock::now() < spin_until;
-      if (want && !spinning) spinning = SpinSlots::take();
+      if (want && !spinning) spinning = ServerSpinSlots::take();
       if (want && spinning) spun = true;
       if (!want || !spinning) {
         if (spun) gauge.spun(false);
         spun = false;
         spin_until = {};  // the next spin follows the next request
-        if (spinning) SpinSlots::give_back();
+        if (spinning) ServerSpinSlots::give_back();
         spinning = false;
         for (Lane *lane : dirty_) {
           lane->flush_pending();

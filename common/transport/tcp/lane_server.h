@@ -29,10 +29,6 @@
 
 namespace rpmem::transport::tcp {
 
-// CPUs this process may run on (its affinity mask, which cpusets and
-// taskset narrow), at least 1.
-unsigned usable_cpus() noexcept;
-
 class LaneServer {
  public:
   using FatalFn = std::function<void(const std::string &why)>;

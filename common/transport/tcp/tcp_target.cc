@@ -3,6 +3,7 @@
 #include "common/transport/tcp/tcp_target.h"
 
 #include "common/log.h"
+#include "common/transport/spin_gauge.h"
 #include "common/transport/tcp/byte_stream.h"
 #include "common/transport/tcp/lane_server.h"
 #include "common/transport/tcp/socket_io.h"

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace rpmem::transport {
 namespace {
 
@@ -85,6 +87,21 @@ TEST(WaitSpin, NoSpinWhileSpinsKeepMissing) {
     w.spun(false);
   }
   EXPECT_GE(zero, 140u);
+}
+
+TEST(SpinSlots, OnePerTwoCpusAtLeastOneAndEachKindItsOwn) {
+  struct Kind;
+  struct Other;
+  const unsigned limit = std::max(1u, usable_cpus() / 2);
+  unsigned taken = 0;
+  while (taken < limit + 4 && SpinSlots<Kind>::take()) ++taken;
+  EXPECT_EQ(taken, limit);
+  EXPECT_FALSE(SpinSlots<Kind>::take()) << "all slots are held";
+  EXPECT_TRUE(SpinSlots<Other>::take()) << "another kind counts its own";
+  SpinSlots<Other>::give_back();
+  SpinSlots<Kind>::give_back();
+  EXPECT_TRUE(SpinSlots<Kind>::take()) << "a slot given back is free again";
+  for (unsigned i = 0; i < taken; ++i) SpinSlots<Kind>::give_back();
 }
 
 }  // namespace
