@@ -52,6 +52,25 @@ unsigned usable_cpus() noexcept;
 template <class Kind>
 class SpinSlots {
  public:
+  // One thread's slot, while it holds one; given back at the latest when
+  // the Hold ends (however the thread's loop is left).
+  class Hold {
+   public:
+    Hold() = default;
+    ~Hold() { release(); }
+    Hold(const Hold &) = delete;
+    Hold &operator=(const Hold &) = delete;
+    // Whether this thread may spin: it holds a slot, or takes a free one.
+    bool take() noexcept { return held_ || (held_ = SpinSlots::take()); }
+    void release() noexcept {
+      if (held_) SpinSlots::give_back();
+      held_ = false;
+    }
+
+   private:
+    bool held_ = false;
+  };
+
   static bool take() noexcept {
     unsigned n = used_.load(std::memory_order_relaxed);
     while (n < limit()) {

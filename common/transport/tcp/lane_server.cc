@@ -273,21 +273,15 @@ void LaneServer::loop() {
   epoll_event events[kMaxEvents];
   std::vector<Lane *> again;
   auto spin_until = clock::time_point{};
-  bool spinning = false;  // holds one of SpinSlots
-  SpinGauge gauge;        // whether the spins find a next request
-  bool spun = false;      // spun since the last progress
+  ServerSpinSlots::Hold slot;  // while spinning
+  SpinGauge gauge;             // whether the spins find a next request
+  bool spun = false;           // spun since the last progress
   // The lane of the last request. While spinning, it is tried with a
   // receive of its own at every turn, as a raw server would wait for it,
   // and epoll only at every fourth: the next request is most often its, and
   // is then taken one call sooner.
   Lane *hot = nullptr;
   unsigned turn = 0;
-  struct Release {
-    bool &held;
-    ~Release() {
-      if (held) ServerSpinSlots::give_back();
-    }
-  } release{spinning};
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (has_new_.exchange(false, std::memory_order_acquire)) adopt_inbox();
 
@@ -325,15 +319,13 @@ void LaneServer::loop() {
       spin_until = gauge.should_spin() ? clock::now() + kSpinBudget : clock::time_point{};
     }
     if (runnable_.empty()) {
-      const bool want = clock::now() < spin_until;
-      if (want && !spinning) spinning = ServerSpinSlots::take();
-      if (want && spinning) spun = true;
-      if (!want || !spinning) {
+      if (clock::now() < spin_until && slot.take()) {
+        spun = true;
+      } else {
         if (spun) gauge.spun(false);
         spun = false;
         spin_until = {};  // the next spin follows the next request
-        if (spinning) ServerSpinSlots::give_back();
-        spinning = false;
+        slot.release();
         for (Lane *lane : dirty_) {
           lane->flush_pending();
           lane->dirty = false;

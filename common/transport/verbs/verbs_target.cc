@@ -267,13 +267,7 @@ void VerbsTarget::lane_loop(Lane &lane) {
   // persists in a loop sends its next request a turn-around after the reply.
   WaitSpin spin;
   Clock::time_point idle_since{}, spin_until{};
-  bool slot = false;  // holds one of LaneSpinSlots
-  struct Release {
-    bool &held;
-    ~Release() {
-      if (held) LaneSpinSlots::give_back();
-    }
-  } release{slot};
+  LaneSpinSlots::Hold slot;  // while polling
   for (;;) {
     Completion wc[4];
     const int n = poll(lane.cq.get(), wc, 4);
@@ -311,17 +305,14 @@ void VerbsTarget::lane_loop(Lane &lane) {
     if (n > 0) continue;
     if (spin_until != Clock::time_point{}) {
       const bool in_time = Clock::now() < spin_until;
-      if (in_time && (slot || (slot = LaneSpinSlots::take()))) {
+      if (in_time && slot.take()) {
         ::sched_yield();  // rxe's and the client's threads may need this CPU
         continue;
       }
       if (!in_time) spin.spun(false);  // polled the whole budget in vain
       spin_until = {};                 // or no slot: sleep, and record nothing
     }
-    if (slot) {
-      LaneSpinSlots::give_back();
-      slot = false;
-    }
+    slot.release();
     if (!armed) {  // arm, then poll once more: nothing slips between the two
       if (arm(lane.cq.get())) return fatal("verbs lane: ibv_req_notify_cq failed");
       armed = true;

@@ -104,5 +104,21 @@ TEST(SpinSlots, OnePerTwoCpusAtLeastOneAndEachKindItsOwn) {
   for (unsigned i = 0; i < taken; ++i) SpinSlots<Kind>::give_back();
 }
 
+TEST(SpinSlots, AHoldKeepsItsSlotUntilReleasedOrGone) {
+  struct Kind;
+  const unsigned limit = std::max(1u, usable_cpus() / 2);
+  for (unsigned i = 1; i < limit; ++i) ASSERT_TRUE(SpinSlots<Kind>::take());
+  {
+    SpinSlots<Kind>::Hold a, b;
+    EXPECT_TRUE(a.take()) << "the last free slot";
+    EXPECT_TRUE(a.take()) << "a hold keeps its slot";
+    EXPECT_FALSE(b.take()) << "all slots are held";
+    a.release();
+    EXPECT_TRUE(b.take()) << "a released slot is free again";
+  }
+  EXPECT_TRUE(SpinSlots<Kind>::take()) << "a hold that ends gives its slot back";
+  for (unsigned i = 0; i < limit; ++i) SpinSlots<Kind>::give_back();
+}
+
 }  // namespace
 }  // namespace rpmem::transport
