@@ -8,7 +8,9 @@
 // Each lane belongs to one lane server for its whole life (lane i to server
 // i mod n), so lanes share no lock. There is one server thread per lane, but
 // no more than the CPUs this process may run on: more threads than CPUs
-// would only take turns (TargetParams::nthreads overrides that).
+// would only take turns. For a pool on a disk, up to 16 (kDiskThreads; at least
+// one per CPU): its persists wait for the device. TargetParams::nthreads
+// overrides both.
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_TARGET_H
 
