@@ -99,10 +99,24 @@ class WaitSpin {
   // For replies that usually take longer (a durable write to a disk).
   static constexpr std::chrono::nanoseconds kMaxSpin{200000};
 
-  // The spin of this wait; 0: sleep at once. Called once per wait.
-  std::chrono::nanoseconds budget() noexcept {
+  // Waits that take this long are a device's (a durable write to a disk),
+  // not a round trip: they nap before they spin.
+  static constexpr std::chrono::nanoseconds kNapFrom{100000};
+
+  // The spin of this wait, after a nap of `nap` (see nap()); 0: sleep at
+  // once, and no nap. Called once per wait.
+  std::chrono::nanoseconds budget(std::chrono::nanoseconds nap = {}) noexcept {
     if (!gauge_.should_spin()) return std::chrono::nanoseconds{0};
-    return std::clamp<std::chrono::nanoseconds>(took_ + took_ / 4, kMinSpin, kMaxSpin);
+    return std::clamp<std::chrono::nanoseconds>(took_ + took_ / 4 - nap, kMinSpin, kMaxSpin);
+  }
+  // How long a waiter that can sleep with a timer should sleep before it
+  // spins: half the waits' moving average when they are a device's, else
+  // nothing. Woken by its timer while the device still works, the waiter
+  // pays its wake-up before the reply instead of after it, and leaves the
+  // CPU to the threads doing the work meanwhile (the block layer's hybrid
+  // polling sleeps half the mean too).
+  std::chrono::nanoseconds nap() const noexcept {
+    return took_ >= kNapFrom ? took_ / 2 : std::chrono::nanoseconds{0};
   }
   // Whether a wait that spun found its event within the spin.
   void spun(bool caught) noexcept { gauge_.spun(caught); }

@@ -9,7 +9,9 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -154,6 +156,17 @@ size_t recv_spinning(int fd, void *buf, size_t len, std::chrono::nanoseconds bud
     ::sched_yield();  // a peer thread on this CPU gets to answer
   } while (Clock::now() < until);
   return 0;
+}
+
+void nap_until_readable(int fd, std::chrono::nanoseconds nap) noexcept {
+  if (nap.count() <= 0) return;
+  const int slack = ::prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
+  if (slack > 1) ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  const timespec ts{static_cast<time_t>(nap.count() / 1000000000),
+                    static_cast<long>(nap.count() % 1000000000)};
+  pollfd p{fd, POLLIN, 0};
+  ::ppoll(&p, 1, &ts, nullptr);
+  if (slack > 1) ::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(slack), 0, 0, 0);
 }
 
 std::error_code wait_readable(int fd, int timeout_ms) noexcept {

@@ -43,6 +43,10 @@ std::error_code recv_nowait(int fd, void *buf, size_t len, size_t &got) noexcept
 // blocking receive then waits or reports it.
 size_t recv_spinning(int fd, void *buf, size_t len, std::chrono::nanoseconds budget) noexcept;
 
+// Sleeps until fd is readable or `nap` has passed, whichever comes first,
+// with a timer as precise as the system has (not the thread's timer slack).
+void nap_until_readable(int fd, std::chrono::nanoseconds nap) noexcept;
+
 // Upper bound on RPMEM_WORK_QUEUE_SIZE for tcp lanes (two iovecs a flush
 // must fit in one sendmsg, IOV_MAX 1024).
 inline constexpr unsigned kMaxWorkQueue = 256;

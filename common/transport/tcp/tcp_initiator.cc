@@ -85,11 +85,15 @@ std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req,
   uint8_t raw[proto::kDataReplySize];
   // The reply usually comes within about the time the last ones took: spin
   // that long first (a round trip over loopback, a durable write when the
-  // pool is on a disk), then sleep. The spin yields the CPU at every turn,
-  // and there is none while spins keep missing the reply.
+  // pool is on a disk), then sleep. When the replies take as long as a
+  // device, the first half of that time is a nap (WaitSpin::nap). The spin
+  // yields the CPU at every turn, and there is none while spins keep
+  // missing the reply.
   const auto start = std::chrono::steady_clock::now();
   size_t have = 0;
-  if (const auto budget = spin_.budget(); budget.count() > 0) {
+  const auto nap = spin_.nap();
+  if (const auto budget = spin_.budget(nap); budget.count() > 0) {
+    nap_until_readable(fd_, nap);
     have = tls_ ? stream_recv_spinning(*tls_, raw, sizeof(raw), budget)
                 : recv_spinning(fd_, raw, sizeof(raw), budget);
     spin_.spun(have > 0);

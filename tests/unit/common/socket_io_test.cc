@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -176,6 +177,36 @@ TEST_F(SocketPair, WaitReadableTimesOutThenSeesData) {
 TEST_F(SocketPair, WaitReadableReturnsOnHangup) {
   close_end(0);
   EXPECT_FALSE(wait_readable(b(), 1000));
+}
+
+TEST_F(SocketPair, NapEndsWhenDataArrivesOrItsTimeHasPassed) {
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  // Nothing comes: the nap lasts its time, and not much longer (a timer
+  // without the thread's 50 us of slack; a loaded machine may add more).
+  auto t0 = Clock::now();
+  nap_until_readable(b(), microseconds(3000));
+  auto slept = Clock::now() - t0;
+  EXPECT_GE(slept, microseconds(3000));
+  EXPECT_LT(slept, milliseconds(500));
+  // The thread's own timer slack is as it was.
+  EXPECT_EQ(::prctl(PR_SET_TIMERSLACK, 70000UL, 0, 0, 0), 0);
+  nap_until_readable(b(), microseconds(100));
+  EXPECT_EQ(::prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0), 70000);
+  ::prctl(PR_SET_TIMERSLACK, 0UL, 0, 0, 0);  // the default again
+  // Data comes first: the nap ends then, long before its time.
+  std::thread writer([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    ASSERT_EQ(::send(a(), "x", 1, MSG_NOSIGNAL), 1);
+  });
+  t0 = Clock::now();
+  nap_until_readable(b(), std::chrono::seconds(5));
+  slept = Clock::now() - t0;
+  writer.join();
+  EXPECT_GE(slept, milliseconds(15));
+  EXPECT_LT(slept, std::chrono::seconds(4));
+  char c = 0;
+  EXPECT_EQ(::recv(b(), &c, 1, MSG_DONTWAIT), 1) << "the nap takes nothing";
 }
 
 TEST_F(SocketPair, SetNonblockingTogglesTheFlag) {
