@@ -104,10 +104,15 @@ class WaitSpin {
   static constexpr std::chrono::nanoseconds kNapFrom{100000};
 
   // The spin of this wait, after a nap of `nap` (see nap()); 0: sleep at
-  // once, and no nap. Called once per wait.
+  // once, and no nap. Called once per wait. A wait that naps spins until
+  // twice the average: its spin costs only the late replies' CPU, while a
+  // durable write's tail is long, and a reply that comes after the spin
+  // costs a wake-up on both sides (the lane server has stopped spinning for
+  // the next request by then).
   std::chrono::nanoseconds budget(std::chrono::nanoseconds nap = {}) noexcept {
     if (!gauge_.should_spin()) return std::chrono::nanoseconds{0};
-    return std::clamp<std::chrono::nanoseconds>(took_ + took_ / 4 - nap, kMinSpin, kMaxSpin);
+    const auto end = nap.count() > 0 ? 2 * took_ : took_ + took_ / 4;
+    return std::clamp<std::chrono::nanoseconds>(end - nap, kMinSpin, kMaxSpin);
   }
   // How long a waiter that can sleep with a timer should sleep before it
   // spins: half the waits' moving average when they are a device's, else

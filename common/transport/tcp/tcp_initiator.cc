@@ -3,6 +3,7 @@
 #include "common/transport/tcp/tcp_initiator.h"
 
 #include "common/log.h"
+#include "common/transport/spin_gauge.h"
 #include "common/transport/tcp/socket_io.h"
 #include "common/transport/tcp/tls_stream.h"
 
@@ -17,6 +18,15 @@
 #include <thread>
 
 namespace rpmem::transport::tcp {
+
+namespace {
+// At most one client lane per two CPUs naps before it spins (WaitSpin::nap)
+// and spins on to twice its waits; while more lanes of the process wait,
+// the others spin from the start, as for a round trip. With 4 lanes on a
+// 2-CPU machine, every lane napping made 4 KiB persists into a pool on a
+// disk about 3 % slower; one lane napping, as fast as none.
+using NapSlots = SpinSlots<struct Napping>;
+}  // namespace
 
 namespace asio = boost::asio;
 using asio::ip::tcp;
@@ -86,12 +96,14 @@ std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req,
   // The reply usually comes within about the time the last ones took: spin
   // that long first (a round trip over loopback, a durable write when the
   // pool is on a disk), then sleep. When the replies take as long as a
-  // device, the first half of that time is a nap (WaitSpin::nap). The spin
-  // yields the CPU at every turn, and there is none while spins keep
-  // missing the reply.
+  // device, the first half of that time is a nap (WaitSpin::nap), for one
+  // lane per two CPUs at a time (NapSlots). The spin yields the CPU at every
+  // turn, and there is none while spins keep missing the reply.
   const auto start = std::chrono::steady_clock::now();
   size_t have = 0;
-  const auto nap = spin_.nap();
+  NapSlots::Hold napping;
+  auto nap = spin_.nap();
+  if (nap.count() > 0 && !napping.take()) nap = {};
   if (const auto budget = spin_.budget(nap); budget.count() > 0) {
     nap_until_readable(fd_, nap);
     have = tls_ ? stream_recv_spinning(*tls_, raw, sizeof(raw), budget)

@@ -76,7 +76,7 @@ TEST(WaitSpin, SpinsAQuarterLongerThanRecentWaitsWithinItsBounds) {
   EXPECT_EQ(w.budget(), WaitSpin::kMinSpin);
 }
 
-TEST(WaitSpin, NapsHalfOfWaitsAsLongAsADeviceThenSpinsToAQuarterPastThem) {
+TEST(WaitSpin, NapsHalfOfWaitsAsLongAsADeviceThenSpinsToTwiceThem) {
   using std::chrono::microseconds;
   const auto us = [](std::chrono::nanoseconds d) {
     return std::chrono::duration<double, std::micro>(d).count();
@@ -85,9 +85,9 @@ TEST(WaitSpin, NapsHalfOfWaitsAsLongAsADeviceThenSpinsToAQuarterPastThem) {
   for (int i = 0; i < 40; ++i) w.took(microseconds(80));
   EXPECT_EQ(w.nap().count(), 0) << "a round trip: no nap";
   EXPECT_NEAR(us(w.budget(w.nap())), 100.0, 1.0);
-  for (int i = 0; i < 40; ++i) w.took(microseconds(160));
-  EXPECT_NEAR(us(w.nap()), 80.0, 1.0);
-  EXPECT_NEAR(us(w.budget(w.nap())), 120.0, 1.0) << "nap and spin end at 1.25x the waits";
+  for (int i = 0; i < 40; ++i) w.took(microseconds(110));
+  EXPECT_NEAR(us(w.nap()), 55.0, 1.0);
+  EXPECT_NEAR(us(w.budget(w.nap())), 165.0, 1.0) << "nap and spin end at 2x the waits";
   for (int i = 0; i < 40; ++i) w.took(microseconds(2000));
   EXPECT_NEAR(us(w.nap()), 1000.0, 1.0);
   EXPECT_EQ(w.budget(w.nap()), WaitSpin::kMaxSpin);
