@@ -119,10 +119,17 @@ class WaitSpin {
   // nothing. Woken by its timer while the device still works, the waiter
   // pays its wake-up before the reply instead of after it, and leaves the
   // CPU to the threads doing the work meanwhile (the block layer's hybrid
-  // polling sleeps half the mean too).
-  std::chrono::nanoseconds nap() const noexcept {
-    return took_ >= kNapFrom ? took_ / 2 : std::chrono::nanoseconds{0};
+  // polling sleeps half the mean too). Not while naps keep ending after
+  // their event (napped()): where a wake-up costs about as long as the
+  // wait (under emulation, a round trip of 200 us), a nap only adds one.
+  // Called once per wait.
+  std::chrono::nanoseconds nap() noexcept {
+    if (took_ < kNapFrom || !nap_gauge_.should_spin()) return std::chrono::nanoseconds{0};
+    return took_ / 2;
   }
+  // Whether a nap ended before its event: woken by its timer, with the
+  // event still to come.
+  void napped(bool in_time) noexcept { nap_gauge_.spun(in_time); }
   // Whether a wait that spun found its event within the spin.
   void spun(bool caught) noexcept { gauge_.spun(caught); }
   // How long a wait took, from its start to its event.
@@ -130,6 +137,7 @@ class WaitSpin {
 
  private:
   SpinGauge gauge_;
+  SpinGauge nap_gauge_;               // whether naps end before their event
   std::chrono::nanoseconds took_{0};  // moving average
 };
 

@@ -158,15 +158,16 @@ size_t recv_spinning(int fd, void *buf, size_t len, std::chrono::nanoseconds bud
   return 0;
 }
 
-void nap_until_readable(int fd, std::chrono::nanoseconds nap) noexcept {
-  if (nap.count() <= 0) return;
+bool nap_until_readable(int fd, std::chrono::nanoseconds nap) noexcept {
+  if (nap.count() <= 0) return false;
   const int slack = ::prctl(PR_GET_TIMERSLACK, 0, 0, 0, 0);
   if (slack > 1) ::prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
   const timespec ts{static_cast<time_t>(nap.count() / 1000000000),
                     static_cast<long>(nap.count() % 1000000000)};
   pollfd p{fd, POLLIN, 0};
-  ::ppoll(&p, 1, &ts, nullptr);
+  const bool readable = ::ppoll(&p, 1, &ts, nullptr) > 0;
   if (slack > 1) ::prctl(PR_SET_TIMERSLACK, static_cast<unsigned long>(slack), 0, 0, 0);
+  return readable;
 }
 
 std::error_code wait_readable(int fd, int timeout_ms) noexcept {

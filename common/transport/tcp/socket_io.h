@@ -45,7 +45,8 @@ size_t recv_spinning(int fd, void *buf, size_t len, std::chrono::nanoseconds bud
 
 // Sleeps until fd is readable or `nap` has passed, whichever comes first,
 // with a timer as precise as the system has (not the thread's timer slack).
-void nap_until_readable(int fd, std::chrono::nanoseconds nap) noexcept;
+// True when fd is readable as the nap ends.
+bool nap_until_readable(int fd, std::chrono::nanoseconds nap) noexcept;
 
 // Upper bound on RPMEM_WORK_QUEUE_SIZE for tcp lanes (two iovecs a flush
 // must fit in one sendmsg, IOV_MAX 1024).

@@ -105,7 +105,7 @@ std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req,
   auto nap = spin_.nap();
   if (nap.count() > 0 && !napping.take()) nap = {};
   if (const auto budget = spin_.budget(nap); budget.count() > 0) {
-    nap_until_readable(fd_, nap);
+    if (nap.count() > 0) spin_.napped(!nap_until_readable(fd_, nap));
     have = tls_ ? stream_recv_spinning(*tls_, raw, sizeof(raw), budget)
                 : recv_spinning(fd_, raw, sizeof(raw), budget);
     spin_.spun(have > 0);

@@ -93,6 +93,29 @@ TEST(WaitSpin, NapsHalfOfWaitsAsLongAsADeviceThenSpinsToTwiceThem) {
   EXPECT_EQ(w.budget(w.nap()), WaitSpin::kMaxSpin);
 }
 
+TEST(WaitSpin, NoNapWhileNapsKeepEndingAfterTheirEventUntilProbesEndInTime) {
+  WaitSpin w;
+  for (int i = 0; i < 40; ++i) w.took(std::chrono::microseconds(200));
+  unsigned naps = 0;
+  for (int i = 0; i < 160; ++i) {
+    if (w.nap().count() == 0) continue;
+    ++naps;
+    w.napped(false);  // the event was there when it woke
+  }
+  EXPECT_LE(naps, 20u);
+  // Probes that end in time: after a few of them it naps at every wait.
+  unsigned waits = 0, in_row = 0;
+  for (; waits < 1000 && in_row < 32; ++waits) {
+    if (w.nap().count() == 0) {
+      in_row = 0;
+      continue;
+    }
+    ++in_row;
+    w.napped(true);
+  }
+  EXPECT_LT(waits, 200u);
+}
+
 TEST(WaitSpin, NoSpinWhileSpinsKeepMissing) {
   WaitSpin w;
   unsigned zero = 0;
