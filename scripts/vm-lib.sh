@@ -1,0 +1,31 @@
+# SPDX-License-Identifier: BSD-3-Clause
+# shellcheck shell=bash
+# Sourced by the scripts that run suites in the project's VM (tests/vm/run):
+# test-rdma.sh, test-powercut.sh, test-pmem.sh, bench-rdma.sh.
+#   vm_ready NAME   returns 0 when the VM can boot here. With RPMEM_SKIP_VM=1
+#                   it says NAME was skipped (and adds a line to
+#                   $RPMEM_SKIP_REPORT, which scripts/test.sh prints at its
+#                   end) and returns 1: the caller then exits 0. When the VM
+#                   cannot boot (no QEMU, no kernel image) it says what to
+#                   install and exits 1: a suite that cannot run has failed.
+vm="$top/tests/vm/run"
+vm_ready() {
+  if [ "${RPMEM_SKIP_VM:-0}" = 1 ]; then
+    echo "$1: SKIPPED (RPMEM_SKIP_VM=1): nothing of it ran"
+    [ -n "${RPMEM_SKIP_REPORT:-}" ] && echo "$1" >>"$RPMEM_SKIP_REPORT"
+    return 1
+  fi
+  if ! "$vm" --check; then
+    echo "$1: FAILED: the VM cannot boot here (above: what is missing; scripts/deps.sh installs it)."
+    echo "$1: RPMEM_SKIP_VM=1 skips the VM suites on purpose."
+    exit 1
+  fi
+}
+# vm_verbs_build NAME BUILD: a build without the verbs provider cannot run
+# the verbs suites: a failure, not a skip.
+vm_verbs_build() {
+  if ! ldd "$2/rpmemd" 2>/dev/null | grep -q librdmacm; then
+    echo "$1: FAILED: $2 was built without the verbs provider (libibverbs-dev and librdmacm-dev; RPMEM_WITH_VERBS)"
+    exit 1
+  fi
+}
