@@ -85,7 +85,7 @@ Target::Target() {
     // no tcp to fall back to, and rpmemd serves lanes on the RDMA address
     // (loopback has no RDMA route; the client follows the daemon there).
     set_env("RPMEM_ENABLE_SOCKETS", "0");
-    const char *ip = std::getenv("RDMA_VM_IP");
+    const char *ip = std::getenv("RPMEM_VM_IP");
     if (ip && *ip) set_env("FAKE_SSH_CONNECTION", std::string(ip) + " 50000 " + ip + " 22");
   }
 }
@@ -218,11 +218,16 @@ rpmem_pool_attr sample_attr(uint8_t seed) {
   return a;
 }
 
+std::string test_ip() {
+  const char *ip = std::getenv("RPMEM_VM_IP");
+  return verbs_only() && ip && *ip ? ip : "127.0.0.1";
+}
+
 int free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::inet_pton(AF_INET, test_ip().c_str(), &a.sin_addr);
   ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a));
   socklen_t len = sizeof(a);
   ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
@@ -234,7 +239,7 @@ bool can_connect(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::inet_pton(AF_INET, test_ip().c_str(), &a.sin_addr);
   a.sin_port = htons(static_cast<uint16_t>(port));
   bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0;
   ::close(fd);

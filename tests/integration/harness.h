@@ -98,7 +98,13 @@ bool verbs_only();
 // Attributes with every field set, as an application would pass them.
 rpmem_pool_attr sample_attr(uint8_t seed);
 
-// A free TCP port on 127.0.0.1 (bound and released; the caller's server
+// The address the tests' servers (a service, a private sshd) listen on and
+// clients reach them at: 127.0.0.1, or over verbs the VM's own address
+// (RPMEM_VM_IP), since loopback has no RDMA route and the daemon serves its
+// lanes on the address the client came to.
+std::string test_ip();
+
+// A free TCP port on test_ip() (bound and released; the caller's server
 // takes it next), and whether something accepts connections there.
 int free_port();
 bool can_connect(int port);

@@ -55,7 +55,7 @@ class Service : public ::testing::Test {
       script += "openssl x509 -req -in " + name + ".csr -CA " + ca + ".crt -CAkey " + ca +
                 ".key -CAcreateserial -out " + name + ".crt -days 2 -extfile " + name + ".ext\n";
     };
-    issue("server", "ca", "subjectAltName=IP:127.0.0.1,DNS:localhost");
+    issue("server", "ca", "subjectAltName=IP:" + test_ip() + ",DNS:localhost");
     for (const char *c : {"alice", "bob", "carol"}) issue(c, "ca", "extendedKeyUsage=clientAuth");
     issue("mallory", "other-ca", "extendedKeyUsage=clientAuth");
     ASSERT_EQ(std::system(script.c_str()), 0) << "certificate generation failed";
@@ -70,7 +70,7 @@ class Service : public ::testing::Test {
     std::ofstream(d + "/service.conf") << "poolset-dir = " << target_.poolset_dir() << "\n"
                                        << "log-file = " << d << "/service.log\n"
                                        << "log-level = info\nservice = yes\n"
-                                       << "service-listen = 127.0.0.1:" << port_ << "\n"
+                                       << "service-listen = " << test_ip() << ":" << port_ << "\n"
                                        << "tls-ca = " << d << "/ca.crt\n"
                                        << "tls-cert = " << d << "/server.crt\n"
                                        << "tls-key = " << d << "/server.key\n"
@@ -96,7 +96,7 @@ class Service : public ::testing::Test {
     for (int i = 0; i < 500 && !can_connect(port_); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_TRUE(can_connect(port_)) << "the service did not start:\n" << log();
-    target_str_ = "rpmems://127.0.0.1:" + std::to_string(port_);
+    target_str_ = "rpmems://" + test_ip() + ":" + std::to_string(port_);
     as("alice");
   }
 
@@ -198,6 +198,7 @@ TEST_F(Service, ServesSeveralClientsAndPoolsAtOnce) {
 // of the session's client; another one of the same CA (bob) or of another
 // CA (mallory) is refused, even with the session's secret.
 TEST_F(Service, TlsLanesMustPresentTheSessionsClientCertificate) {
+  if (verbs_only()) GTEST_SKIP() << "TLS lanes are tcp lanes, and tcp is disabled";
   const std::string d = target_.dir();
   TlsPeer control(static_cast<uint16_t>(port_), cert_client_context(d, "alice"));
   ASSERT_TRUE(control.handshaken()) << control.why();
@@ -401,7 +402,7 @@ TEST_F(Service, TakesTheListeningSocketFromSystemdSocketActivation) {
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    const std::string listen = "127.0.0.1:" + std::to_string(port);
+    const std::string listen = test_ip() + ":" + std::to_string(port);
     ::execl(activate, activate, "-l", listen.c_str(), RPMEMD_PATH, "-c",
             (d + "/activated.conf").c_str(), nullptr);
     ::_exit(127);
@@ -410,7 +411,7 @@ TEST_F(Service, TakesTheListeningSocketFromSystemdSocketActivation) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   LocalPool local(kPool);
   unsigned nl = 1;
-  const std::string t = "rpmems://127.0.0.1:" + std::to_string(port);
+  const std::string t = "rpmems://" + test_ip() + ":" + std::to_string(port);
   RPMEMpool *rpp = rpmem_create(t.c_str(), "p.set", local.data(), kPool, &nl, nullptr);
   EXPECT_NE(rpp, nullptr) << rpmem_errormsg();
   if (rpp) {

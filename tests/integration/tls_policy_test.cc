@@ -98,7 +98,7 @@ class TlsPolicy : public ::testing::Test {
       script += "openssl x509 -req -in " + name + ".csr -CA ca.crt -CAkey ca.key -CAcreateserial " +
                 "-out " + name + ".crt -days 2 -extfile " + name + ".ext\n";
     };
-    issue("server", "/CN=localhost", "subjectAltName=IP:127.0.0.1,DNS:localhost");
+    issue("server", "/CN=localhost", "subjectAltName=IP:" + test_ip() + ",DNS:localhost");
     const std::string client_ext = "extendedKeyUsage=clientAuth";
     for (const char *c : {"alice", "bob", "carol"}) issue(c, std::string("/CN=") + c, client_ext);
     issue("long", "/CN=" + kLongName, client_ext);
@@ -133,7 +133,7 @@ class TlsPolicy : public ::testing::Test {
     std::ofstream(d_ + "/service.conf") << "poolset-dir = " << target_.poolset_dir() << "\n"
                                         << "log-file = " << d_ << "/service.log\n"
                                         << "log-level = info\nservice = yes\n"
-                                        << "service-listen = 127.0.0.1:" << port_ << "\n"
+                                        << "service-listen = " << test_ip() << ":" << port_ << "\n"
                                         << "tls-ca = " << d_ << "/ca.crt\n"
                                         << "tls-cert = " << d_ << "/server.crt\n"
                                         << "tls-key = " << d_ << "/server.key\n"
@@ -147,7 +147,7 @@ class TlsPolicy : public ::testing::Test {
     for (int i = 0; i < 500 && !can_connect(port_); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_TRUE(can_connect(port_)) << "the service did not start:\n" << log();
-    target_str_ = "rpmems://127.0.0.1:" + std::to_string(port_);
+    target_str_ = "rpmems://" + test_ip() + ":" + std::to_string(port_);
   }
 
   void TearDown() override {
@@ -190,7 +190,7 @@ class TlsPolicy : public ::testing::Test {
 
   // openssl s_client as alice with extra options; its output.
   std::string s_client(const std::string &options, int *status = nullptr) {
-    return command_output("openssl s_client -connect 127.0.0.1:" + std::to_string(port_) +
+    return command_output("openssl s_client -connect " + test_ip() + ":" + std::to_string(port_) +
                               " -CAfile " + d_ + "/ca.crt -cert " + d_ + "/alice.crt -key " + d_ +
                               "/alice.key " + options + " </dev/null 2>&1",
                           status);
@@ -323,7 +323,7 @@ TEST_F(TlsPolicy, ClientRefusesAServerWithoutEcdheAead) {
       int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       ::dup2(fd, 1);
       ::dup2(fd, 2);
-      const std::string accept = "127.0.0.1:" + std::to_string(port);
+      const std::string accept = test_ip() + ":" + std::to_string(port);
       ::execlp("openssl", "openssl", "s_server", "-accept", accept.c_str(), "-cert",
                (d_ + "/server.crt").c_str(), "-key", (d_ + "/server.key").c_str(), "-tls1_2",
                "-cipher", cipher, nullptr);
@@ -337,11 +337,12 @@ TEST_F(TlsPolicy, ClientRefusesAServerWithoutEcdheAead) {
     set_env("RPMEM_TIMEOUT", "1");
     LocalPool local(kPool);
     unsigned nl = 1;
-    const std::string t = "rpmems://127.0.0.1:" + std::to_string(port);
+    const std::string t = "rpmems://" + test_ip() + ":" + std::to_string(port);
     RPMEMpool *rpp = rpmem_create(t.c_str(), "p.set", local.data(), kPool, &nl, nullptr);
     EXPECT_EQ(rpp, nullptr);
     if (rpp) rpmem_close(rpp);
-    EXPECT_THAT(std::string(rpmem_errormsg()), HasSubstr("TLS handshake with 127.0.0.1 failed"))
+    EXPECT_THAT(std::string(rpmem_errormsg()),
+                HasSubstr("TLS handshake with " + test_ip() + " failed"))
         << cipher;
     ::kill(server, SIGTERM);
     ::waitpid(server, nullptr, 0);
