@@ -36,10 +36,14 @@ inline constexpr uint16_t kMajor = 1;
 // PoolRequest::lane_flags (only towards a daemon whose hello says minor >= 3)
 // and understands PoolResponse's lane security extension, which the daemon
 // adds only for such a client.
-inline constexpr uint16_t kMinor = 3;
+// Minor 4: the verbs provider's bounded landing path (kInfoBounded). A pool
+// that cannot be registered is served over verbs only to such a client; an
+// older one is refused verbs for it (and takes tcp if it offered it).
+inline constexpr uint16_t kMinor = 4;
 inline constexpr uint16_t kMinorKeepalive = 1;
 inline constexpr uint16_t kMinorStaged = 2;
 inline constexpr uint16_t kMinorLaneTls = 3;
+inline constexpr uint16_t kMinorBounded = 4;
 
 inline constexpr size_t kFrameHeaderSize = 8;
 inline constexpr uint32_t kMaxControlPayload = 64 * 1024;

@@ -41,6 +41,7 @@ enum class Key {
   kTlsCrl,
   kNthreads,
   kMaxLanes,
+  kVerbsWindow,
   kPeerTimeout,
   kDataTls,
   kMaxHandshakes,
@@ -66,6 +67,7 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "tls-crl") return Key::kTlsCrl;
   if (name == "nthreads") return Key::kNthreads;
   if (name == "max-lanes") return Key::kMaxLanes;
+  if (name == "verbs-window") return Key::kVerbsWindow;
   if (name == "peer-timeout") return Key::kPeerTimeout;
   if (name == "data-tls") return Key::kDataTls;
   if (name == "max-handshakes") return Key::kMaxHandshakes;
@@ -120,6 +122,30 @@ std::optional<unsigned> parse_count(std::string_view text) {
   auto [ptr, ec] = std::from_chars(text.data(), end, n);
   if (text.empty() || ec != std::errc() || ptr != end || n > UINT_MAX) return std::nullopt;
   return static_cast<unsigned>(n);
+}
+
+// A size in bytes, with an optional K, M or G (binary) suffix.
+std::optional<size_t> parse_size(std::string_view text) {
+  size_t shift = 0;
+  if (!text.empty()) {
+    switch (text.back()) {
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      default:
+        break;
+    }
+  }
+  if (shift) text.remove_suffix(1);
+  auto n = parse_count(text);
+  if (!n) return std::nullopt;
+  return static_cast<size_t>(*n) << shift;
 }
 
 // Sets `key` from `value`; a flag given on the command line has no value and
@@ -178,6 +204,13 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
       auto n = parse_count(*value);
       if (!n || *n == 0 || *n > kMaxLanesLimit) return false;
       out.max_lanes = *n;
+      return true;
+    }
+    case Key::kVerbsWindow: {  // 32K..256M
+      if (!value) return false;
+      auto n = parse_size(*value);
+      if (!n || *n < kMinVerbsWindow || *n > kMaxVerbsWindow) return false;
+      out.verbs_window = *n;
       return true;
     }
     case Key::kMaxHandshakes:
@@ -284,6 +317,7 @@ po::options_description command_line_options() {
       ("pool-set,s", "")                                     //
       ("nthreads,t", po::value<std::string>())               //
       ("max-lanes", po::value<std::string>())                //
+      ("verbs-window", po::value<std::string>())             //
       ("peer-timeout", po::value<std::string>())             //
       ("data-tls", po::value<std::string>())                 //
       ("max-handshakes", po::value<std::string>())           //
@@ -441,6 +475,8 @@ std::string usage_text(const char *argv0) {
       "  -t, --nthreads <num>          threads serving lanes (0: one per lane, up to #CPUs; 16 on "
       "a disk)\n"
       "      --max-lanes <num>         lanes granted to a pool at most (1..1024, default 64)\n"
+      "      --verbs-window <size>     verbs, pools in the page cache or on fsdax: each lane's\n"
+      "                                landing window (32K..256M, default 1M)\n"
       "      --peer-timeout <sec>      a vanished or stopped client's session ends after about\n"
       "                                this long (default 30, at least 10; 0: never)\n"
       "      --data-tls <mode>         data lanes inside TLS: no, allow (when the client asks;\n"

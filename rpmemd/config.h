@@ -19,6 +19,8 @@ namespace rpmemd {
 
 inline constexpr unsigned kMaxLanesLimit = 1024;
 inline constexpr unsigned kDefaultMaxLanes = 64;
+inline constexpr size_t kMinVerbsWindow = size_t{32} << 10;  // one inline persist
+inline constexpr size_t kMaxVerbsWindow = size_t{256} << 20;
 
 // TLS on the tcp data lanes (data-tls).
 enum class DataTls {
@@ -38,6 +40,11 @@ struct Config {
   unsigned nthreads = 0;  // threads serving tcp lanes; 0: one per lane, at most one per CPU
   // Lanes granted to one pool at most, whatever the client asks (1..1024).
   unsigned max_lanes = kDefaultMaxLanes;
+  // verbs, a pool that cannot be registered (a file in the page cache,
+  // fsdax): each lane's registered landing window, where RDMA writes land
+  // before this daemon copies them into the pool. 1 MiB: a flush or relaxed
+  // persist of up to 1 MiB takes one round trip, and 64 lanes pin 64 MiB.
+  size_t verbs_window = size_t{1} << 20;
   // How soon a client that vanished without closing (power, network) loses
   // its session and its pool lock: TCP keepalive and TCP_USER_TIMEOUT on
   // every connection, and, in service mode, the control channel's idle

@@ -120,6 +120,7 @@ class Session::PoolView final : public rpmem::transport::TargetPool {
     return pool_.persist(offset, length, deep);
   }
   bool is_pmem() const noexcept override { return pool_.is_pmem(); }
+  bool in_ram() const noexcept override { return pool_.in_ram(); }
   bool persist_waits_for_device() const noexcept override {
     return !pool_.is_pmem() && !pool_.in_ram();
   }
@@ -142,6 +143,7 @@ SessionParams session_params(const Config &config) {
   p.persist_apm = config.persist_apm;
   p.nthreads = config.nthreads;
   p.max_lanes = config.max_lanes;
+  p.verbs_window = config.verbs_window;
   p.peer_timeout = config.peer_timeout;
   p.data_tls = config.data_tls;
   return p;
@@ -353,6 +355,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   tp.secret = resp.secret;
   tp.max_lanes = nlanes;
   tp.nthreads = params_.nthreads;
+  tp.verbs_window = params_.verbs_window;
   tp.peer_address = params_.peer_address;
   tp.peer_timeout = params_.peer_timeout;
   tp.client_minor = req.minor;
@@ -388,7 +391,9 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
       kind = proto::TransportKind::kVerbs;
     } catch (const std::system_error &e) {
       apm_ = false;
-      const bool unusable = e.code().value() == EADDRNOTAVAIL || e.code().value() == ENODEV;
+      // No device or RDMA address here, or a client too old for this pool.
+      const bool unusable = e.code().value() == EADDRNOTAVAIL || e.code().value() == ENODEV ||
+                            e.code().value() == EPROTONOSUPPORT;
       if (!(offered & tcp) || !unusable) {
         RPMEM_LOG_ERR("%s", e.what());
         return undo(unusable ? Status::kProvNoSup : Status::kFatalConn);

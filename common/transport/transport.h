@@ -90,6 +90,10 @@ class TargetPool {
   // and a CPU flush makes that durable. False for a file in the page cache,
   // where only writes the kernel sees (through the CPU) are written back.
   virtual bool is_pmem() const noexcept { return false; }
+  // True when every byte of base() is a page of RAM (tmpfs, ramfs,
+  // hugetlbfs): durable there is as durable as the target's memory, and a
+  // NIC may write into it.
+  virtual bool in_ram() const noexcept { return false; }
   // True when persist() waits for a device (a file system on a disk): the
   // threads serving lanes then wait more than they compute.
   virtual bool persist_waits_for_device() const noexcept { return false; }
@@ -121,6 +125,9 @@ struct TargetParams {
   std::chrono::milliseconds peer_timeout{0};
   // Threads serving the lanes (tcp); 0: one per lane, at most one per CPU.
   unsigned nthreads = 0;
+  // verbs, pools the NIC cannot write into (the page cache, fsdax): bytes
+  // of each lane's registered landing window (rpmemd's verbs-window).
+  size_t verbs_window = size_t{1} << 20;
   // kApm only when the daemon runs with --persist-apm and the pool is pmem;
   // transports without one-sided reads (tcp) ignore it.
   proto::PersistMethod persist_method = proto::PersistMethod::kGpspm;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The verbs provider end to end on a real device: a VerbsTarget serving an
 // in-memory pool that records every persist, and initiator lanes, over RC
-// queue pairs. Needs an RDMA device and its address in RDMA_VM_IP (the
+// queue pairs. Needs an RDMA device and its address in RPMEM_VM_IP (the
 // soft-RoCE VM sets both); skips otherwise.
 #include "common/transport/transport.h"
 #include "common/transport/verbs/verbs_rdma.h"
@@ -42,7 +42,8 @@ struct Persisted {
 };
 
 // Target pool in anonymous memory; records persists, may fail them. It
-// stands for a file in the page cache unless `pmem` is set before start().
+// stands for a file in the page cache (the bounded path) unless `pmem` or
+// `ram` is set before start() (the direct path).
 class MemPool final : public TargetPool {
  public:
   MemPool() {
@@ -56,6 +57,7 @@ class MemPool final : public TargetPool {
   size_t size() const noexcept override { return kPoolSize; }
   size_t writable_from() const noexcept override { return kHeader; }
   bool is_pmem() const noexcept override { return pmem; }
+  bool in_ram() const noexcept override { return ram; }
   std::error_code persist(size_t offset, size_t length, bool deep) noexcept override {
     std::lock_guard lock(mu_);
     log_.push_back({offset, length, deep});
@@ -81,6 +83,7 @@ class MemPool final : public TargetPool {
   }
   std::atomic<bool> fail_{false};
   bool pmem = false;
+  bool ram = false;
 
  private:
   uint8_t *base_;
@@ -95,8 +98,8 @@ class VerbsLoop : public ::testing::Test {
     // ordered by the NIC (reply SEND, completion poll): invisible to TSan.
     if (kUnderTsan) GTEST_SKIP() << "TSan cannot see ordering through the RDMA device";
     if (!verbs::device_present()) GTEST_SKIP() << "no RDMA device";
-    const char *ip = std::getenv("RDMA_VM_IP");
-    if (!ip || !*ip) GTEST_SKIP() << "RDMA_VM_IP (the device's address) is not set";
+    const char *ip = std::getenv("RPMEM_VM_IP");
+    if (!ip || !*ip) GTEST_SKIP() << "RPMEM_VM_IP (the device's address) is not set";
     ip_ = ip;
     local_ = static_cast<uint8_t *>(
         ::mmap(nullptr, kPoolSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
@@ -110,8 +113,9 @@ class VerbsLoop : public ::testing::Test {
     if (local_) ::munmap(local_, kPoolSize);
   }
 
-  void start(proto::PersistMethod method, unsigned max_lanes = 4) {
+  void start(proto::PersistMethod method, unsigned max_lanes = 4, size_t window = 1 << 20) {
     TargetParams tp;
+    tp.verbs_window = window;
     tp.listen_address = ip_;
     tp.secret = secret_;
     tp.max_lanes = max_lanes;
@@ -234,50 +238,127 @@ TEST_F(VerbsLoop, ApmRelaxedPersistAndDrainNeverReachTheTargetCpu) {
 
 TEST_F(VerbsLoop, ReadReturnsTheRemoteBytesAcrossChunks) {
   for (size_t i = 0; i < kPoolSize; ++i) pool_.base()[i] = static_cast<uint8_t>(i * 31 + 5);
-  start(proto::PersistMethod::kGpspm);  // the staging buffer starts as the pool
-  connect(1);
-  std::vector<uint8_t> buf(700000);
-  ASSERT_EQ(lanes_[0]->read(buf.data(), 12345, buf.size()), std::error_code{});
-  EXPECT_EQ(std::memcmp(buf.data(), pool_.base() + 12345, buf.size()), 0);
-  ASSERT_EQ(lanes_[0]->read(buf.data(), 0, 8), std::error_code{});  // the header too
-  EXPECT_EQ(std::memcmp(buf.data(), pool_.base(), 8), 0);
+  for (bool ram : {false, true}) {  // through the lane's window, then RDMA READs of the pool
+    pool_.ram = ram;
+    start(proto::PersistMethod::kGpspm);
+    connect(1);
+    std::vector<uint8_t> buf(700000);
+    ASSERT_EQ(lanes_[0]->read(buf.data(), 12345, buf.size()), std::error_code{});
+    EXPECT_EQ(std::memcmp(buf.data(), pool_.base() + 12345, buf.size()), 0) << "ram " << ram;
+    ASSERT_EQ(lanes_[0]->read(buf.data(), 0, 8), std::error_code{});  // the header too
+    EXPECT_EQ(std::memcmp(buf.data(), pool_.base(), 8), 0) << "ram " << ram;
+    lanes_.clear();
+    target_->stop();
+  }
 }
 
 // A pool in the page cache: a NIC's writes would never be marked dirty
-// there, so they land in the target's staging buffer, and only the target's
-// CPU copies them into the pool, when they are persisted or drained.
+// there, so they land in the lane's window, and only the target's CPU
+// copies them into the pool, when they are drained.
 TEST_F(VerbsLoop, PageCachePoolGetsRdmaWritesOnlyThroughTheTargetCpu) {
   start(proto::PersistMethod::kApm);  // not for a page-cache pool: GPSPM
   auto info = verbs::decode_provider_info(target_->provider_data());
   ASSERT_TRUE(info);
   EXPECT_EQ(info->method, proto::PersistMethod::kGpspm);
-  EXPECT_EQ(info->flags, verbs::kInfoStaged);
+  EXPECT_EQ(info->flags, verbs::kInfoStaged | verbs::kInfoBounded);
+  EXPECT_EQ(info->window, 1u << 20);
   EXPECT_NE(info->raddr, reinterpret_cast<uintptr_t>(pool_.base()));
   connect(1);
   const size_t off = 3 * 4096 + 5, len = 10000;  // unaligned, over pages
   fill(off, len, 41);
   for (bool relaxed : {false, true}) {
     ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, off, len, relaxed), std::error_code{});
-    std::vector<uint8_t> back(len);
-    ASSERT_EQ(lanes_[0]->read(back.data(), off, len), std::error_code{});  // after the WRITE
-    EXPECT_EQ(std::memcmp(back.data(), local_ + off, len), 0) << "RDMA READ sees the write";
     EXPECT_FALSE(same(off, len)) << "the NIC wrote into the pool, relaxed " << relaxed;
     EXPECT_TRUE(pool_.log().empty()) << "a flush reached the target CPU, relaxed " << relaxed;
     ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
     EXPECT_TRUE(same(off, len)) << "relaxed " << relaxed;
     EXPECT_TRUE(pool_.covered(off, len));
+    std::vector<uint8_t> back(len);
+    ASSERT_EQ(lanes_[0]->read(back.data(), off, len), std::error_code{});
+    EXPECT_EQ(std::memcmp(back.data(), local_ + off, len), 0) << "relaxed " << relaxed;
     fill(off, len, 42);
     pool_.clear_log();
   }
   fill(1 << 20, 70000, 43);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 1 << 20, 70000, true), std::error_code{});
   EXPECT_TRUE(same(1 << 20, 70000));
-  // An inline persist reaches the staging buffer too: RDMA READs see it.
+  EXPECT_TRUE(pool_.covered(1 << 20, 70000));
+  // A read sees what was flushed and not drained yet: the window goes first.
   fill(2 << 20, 5000, 44);
-  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 2 << 20, 5000, false), std::error_code{});
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 2 << 20, 5000, false), std::error_code{});
   std::vector<uint8_t> back(5000);
   ASSERT_EQ(lanes_[0]->read(back.data(), 2 << 20, 5000), std::error_code{});
   EXPECT_EQ(std::memcmp(back.data(), local_ + (2 << 20), 5000), 0);
+  EXPECT_FALSE(fatal_.load());
+}
+
+// A flush stream of 64 times the window, with rewrites of the same bytes
+// and an inline persist between flushes: the client waits for room, and
+// every byte that reaches the pool is the last one written there.
+TEST_F(VerbsLoop, FlushStreamMuchLargerThanTheWindowLosesNothing) {
+  constexpr size_t kWindow = 32 << 10;  // the smallest window
+  start(proto::PersistMethod::kGpspm, 1, kWindow);
+  ASSERT_EQ(verbs::decode_provider_info(target_->provider_data())->window, kWindow);
+  connect(1);
+  // What the pool must hold: every byte as the last call that sent it left it.
+  std::vector<uint8_t> expect(pool_.base(), pool_.base() + kPoolSize);
+  uint32_t x = 12345;
+  size_t bytes = 0;
+  for (unsigned call = 0; bytes < 64 * kWindow; ++call) {
+    x = x * 1103515245u + 12345u;
+    size_t len = 1 + (x >> 8) % (3 * kWindow / 2);  // some longer than the window
+    const size_t off = kHeader + (x >> 4) % (kPoolSize - kHeader - len);
+    fill(off, len, static_cast<uint8_t>(x >> 24));
+    if (call % 7 == 6) {  // flags 0, through the target at once
+      len = std::min<size_t>(len, 4096);
+      ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, off, len, false), std::error_code{});
+    } else {
+      ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, off, len, call % 2 == 0),
+                std::error_code{});
+    }
+    std::memcpy(expect.data() + off, local_ + off, len);
+    bytes += len;
+  }
+  ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
+  EXPECT_EQ(std::memcmp(expect.data(), pool_.base(), kPoolSize), 0);
+  EXPECT_GT(pool_.log().size(), 64u) << "the window was drained as it filled";
+  EXPECT_FALSE(fatal_.load());
+}
+
+// The direct path for a file in RAM: the NIC writes into the pool itself,
+// and a flags-0 flush goes inline (a NIC's write is not word-atomic).
+TEST_F(VerbsLoop, PoolInRamTakesRdmaWritesDirectly) {
+  pool_.ram = true;
+  start(proto::PersistMethod::kGpspm);
+  auto info = verbs::decode_provider_info(target_->provider_data());
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->flags, 0);
+  EXPECT_EQ(info->raddr, reinterpret_cast<uintptr_t>(pool_.base()));
+  connect(1);
+  fill(40000, 3000, 47);
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 40000, 3000, true), std::error_code{});
+  EXPECT_TRUE(same(40000, 3000)) << "the NIC wrote into the pool";
+  ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
+  EXPECT_TRUE(pool_.covered(40000, 3000));
+}
+
+// A client of protocol 1.3 knows no landing window: a page-cache pool is
+// refused to it over verbs, with the reason (rpmemd falls back to tcp).
+TEST_F(VerbsLoop, ClientThatPredatesTheBoundedPathIsRefusedItClearly) {
+  TargetParams tp;
+  tp.listen_address = ip_;
+  tp.max_lanes = 1;
+  tp.client_minor = proto::kMinorBounded - 1;
+  try {
+    make_target(proto::TransportKind::kVerbs, pool_, tp);
+    ADD_FAILURE() << "served";
+  } catch (const std::system_error &e) {
+    EXPECT_EQ(e.code().value(), EPROTONOSUPPORT);
+    EXPECT_NE(std::string(e.what()).find("page cache"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("protocol 1.3"), std::string::npos) << e.what();
+  }
+  pool_.ram = true;  // the direct path needs nothing new
+  EXPECT_NO_THROW(make_target(proto::TransportKind::kVerbs, pool_, tp));
 }
 
 // Persistent memory: the NIC writes into the pool mapping itself, and a
@@ -398,8 +479,9 @@ TEST_F(VerbsLoop, MemlockLimitBelowThePoolIsAClearErrorOnBothSides) {
     TargetParams tp;
     tp.listen_address = ip_;
     tp.max_lanes = 1;
+    tp.client_minor = proto::kMinor;
     try {
-      make_target(proto::TransportKind::kVerbs, pool_, tp);
+      make_target(proto::TransportKind::kVerbs, pool_, tp);  // its windows: 1 MiB
       ::_exit(5);
     } catch (const std::system_error &e) {
       std::fprintf(stderr, "target says: %s\n", e.what());

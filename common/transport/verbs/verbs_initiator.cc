@@ -47,17 +47,21 @@ class PersistMethod {
 
 class VerbsLane final : public InitiatorLane {
  public:
-  VerbsLane(std::shared_ptr<Shared> shared, const ProviderInfo &remote, const uint8_t *base,
-            unsigned wq_size, int timeout_ms)
+  VerbsLane(std::shared_ptr<Shared> shared, const ProviderInfo &remote, unsigned index,
+            const uint8_t *base, unsigned wq_size, int timeout_ms)
       : shared_(std::move(shared)),
         base_(base),
         raddr_(remote.raddr),
         rkey_(remote.rkey),
         max_inline_(std::min<uint32_t>(remote.max_inline, kMaxInline)),
         staged_((remote.flags & kInfoStaged) != 0),
+        window_((remote.flags & kInfoBounded) ? remote.window : 0),
+        window_raddr_(remote.raddr + uint64_t{index} * window_),
         wq_size_(wq_size),
         timeout_ms_(timeout_ms),
-        ranges_(max_inline_ / kRangeSize) {}
+        ranges_(max_inline_ / kRangeSize) {
+    landed_.reserve(max_inline_ / kRangeSize);
+  }
   ~VerbsLane() override {
     // Queue pair and id before the buffers and CQ they use; the shared
     // protection domain last.
@@ -94,18 +98,31 @@ class VerbsLane final : public InitiatorLane {
   std::error_code write(DataOp op, uint64_t offset, uint64_t length,
                         bool relaxed) noexcept override {
     if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
-    // Posted, durable at drain: a relaxed flush, and a flags-0 one when the
-    // target copies RDMA writes into the pool with whole-word stores. On a
-    // pmem target a NIC's write keeps no such promise: a flags-0 flush goes
-    // inline, as a persist (synchronous, as PMDK's).
-    if (op == DataOp::kFlush && (relaxed || staged_)) {
-      if (auto ec = post_writes(offset, length)) return ec;
-      if (method_->tracks_ranges()) ranges_.add(offset, length);
-      return {};
-    }
-    if (relaxed && op == DataOp::kPersist) {
-      if (auto ec = post_writes(offset, length)) return ec;
-      return method_->persist_written(*this, offset, length);
+    if (window_ > 0) {
+      // The bounded path: flushes land in the window and are copied at the
+      // drain; a relaxed persist is a flush and a drain.
+      if (op == DataOp::kFlush) return land(offset, length);
+      if (relaxed && op == DataOp::kPersist) {
+        if (auto ec = land(offset, length)) return ec;
+        return drain_window();
+      }
+      // What the window holds comes first: a later inline persist of the
+      // same bytes must not be overwritten by an earlier flush's copy.
+      if (auto ec = drain_window()) return ec;
+    } else {
+      // Posted, durable at drain: a relaxed flush, and a flags-0 one when the
+      // target copies RDMA writes into the pool with whole-word stores. On a
+      // pmem target a NIC's write keeps no such promise: a flags-0 flush goes
+      // inline, as a persist (synchronous, as PMDK's).
+      if (op == DataOp::kFlush && (relaxed || staged_)) {
+        if (auto ec = post_writes(offset, length, raddr_ + offset)) return ec;
+        if (method_->tracks_ranges()) ranges_.add(offset, length);
+        return {};
+      }
+      if (relaxed && op == DataOp::kPersist) {
+        if (auto ec = post_writes(offset, length, raddr_ + offset)) return ec;
+        return method_->persist_written(*this, offset, length);
+      }
     }
     // Through the target, copied word by word there.
     const MsgOp mop = op == DataOp::kDeepPersist ? MsgOp::kDeepPersist : MsgOp::kPersist;
@@ -121,16 +138,26 @@ class VerbsLane final : public InitiatorLane {
 
   std::error_code drain() noexcept override {
     if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
+    if (window_ > 0) return drain_window();
     return method_->drain(*this);
   }
 
   std::error_code read(void *dst, uint64_t offset, uint64_t length) noexcept override {
     if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
     auto *out = static_cast<uint8_t *>(dst);
+    // Bounded path: the target copies each chunk into the window first, and
+    // what the window holds for the pool goes there before.
+    if (window_ > 0)
+      if (auto ec = drain_window()) return ec;
+    const uint64_t most = window_ > 0 ? std::min<uint64_t>(kBounceSize, window_) : kBounceSize;
     while (length > 0) {
-      const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(length, kBounceSize));
-      if (auto ec = post_read(id_->qp, kWrRead, bounce_buf(), chunk, buf_mr_->lkey, raddr_ + offset,
-                              rkey_))
+      const auto chunk = static_cast<uint32_t>(std::min<uint64_t>(length, most));
+      uint64_t from = raddr_ + offset;
+      if (window_ > 0) {
+        if (auto ec = round_trip({MsgOp::kRead, 0, offset, chunk}, 0)) return ec;
+        from = window_raddr_;
+      }
+      if (auto ec = post_read(id_->qp, kWrRead, bounce_buf(), chunk, buf_mr_->lkey, from, rkey_))
         return fail("ibv_post_send(RDMA READ)", ec);
       if (auto ec = wait_for(kWrRead)) return ec;
       std::memcpy(out, bounce_buf(), chunk);
@@ -182,19 +209,57 @@ class VerbsLane final : public InitiatorLane {
   }
 
  private:
-  std::error_code post_writes(uint64_t offset, uint64_t length) noexcept {
+  // RDMA WRITEs of [offset, +length) of the local pool to `remote`.
+  std::error_code post_writes(uint64_t offset, uint64_t length, uint64_t remote) noexcept {
     while (length > 0) {
       const auto chunk = static_cast<uint32_t>(std::min(length, kMaxWrite));
       const bool signaled = ++unsignaled_ >= wq_size_ - 1;
       if (auto ec = post_write(id_->qp, kWrWrite, base_ + offset, chunk, shared_->pool_mr->lkey,
-                               raddr_ + offset, rkey_, signaled))
+                               remote, rkey_, signaled))
         return fail("ibv_post_send(RDMA WRITE)", ec);
       if (signaled)
         if (auto ec = wait_for(kWrWrite)) return ec;
       offset += chunk;
+      remote += chunk;
       length -= chunk;
     }
     return {};
+  }
+
+  // Bounded path: [offset, +length) into the window, after what it holds;
+  // when the window or the range table is full, it is drained first (the
+  // target has copied everything out of it when the drain's reply comes),
+  // so nothing the target has not copied yet is ever overwritten.
+  std::error_code land(uint64_t offset, uint64_t length) noexcept {
+    while (length > 0) {
+      if (landed_at_ == window_ || landed_.size() == landed_.capacity())
+        if (auto ec = drain_window()) return ec;
+      const uint64_t chunk = std::min<uint64_t>(length, window_ - landed_at_);
+      if (auto ec = post_writes(offset, chunk, window_raddr_ + landed_at_)) return ec;
+      // A range that goes on where the last one ended, in the pool as in the
+      // window, extends it.
+      if (!landed_.empty() && landed_.back().offset + landed_.back().length == offset)
+        landed_.back().length += chunk;
+      else
+        landed_.push_back({offset, chunk});
+      landed_at_ += chunk;
+      offset += chunk;
+      length -= chunk;
+    }
+    return {};
+  }
+
+  // Bounded path: the target copies what the window holds into the pool and
+  // makes it durable; one round trip, none when the window is empty.
+  std::error_code drain_window() noexcept {
+    if (landed_.empty()) return {};
+    for (size_t i = 0; i < landed_.size(); ++i)
+      encode_range(landed_[i].offset, landed_[i].length,
+                   send_buf() + kMsgHeaderSize + i * kRangeSize);
+    const uint64_t n = landed_.size();
+    landed_.clear();
+    landed_at_ = 0;
+    return round_trip({MsgOp::kDrain, 0, 0, n}, n * kRangeSize);
   }
 
   // Waits until the completions in `need` (WrId bits) arrived: spins for
@@ -274,7 +339,11 @@ class VerbsLane final : public InitiatorLane {
   uint64_t raddr_;
   uint32_t rkey_;
   uint32_t max_inline_;
-  bool staged_;  // the target stages RDMA writes (kInfoStaged)
+  bool staged_;             // the target stages RDMA writes (kInfoStaged)
+  uint64_t window_;         // bounded path (kInfoBounded): the lane's window, else 0
+  uint64_t window_raddr_;   // where it is on the target
+  uint64_t landed_at_ = 0;  // bytes of the window in use
+  std::vector<FlushRanges::Range> landed_;  // the pool ranges they are for, in order
   unsigned wq_size_;
   int timeout_ms_;
   unsigned unsignaled_ = 0;
@@ -368,7 +437,7 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
   lanes.reserve(params.nlanes);
   for (unsigned i = 0; i < params.nlanes; ++i) {
     const std::string name = "lane " + std::to_string(i);
-    auto lane = std::make_unique<VerbsLane>(shared, *info, params.local_base, wq, timeout_ms);
+    auto lane = std::make_unique<VerbsLane>(shared, *info, i, params.local_base, wq, timeout_ms);
     auto channel = create_event_channel();
     if (!channel) return channel.error();
     lane->channel_ = std::move(channel.value());
@@ -419,8 +488,9 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
     if (ec) return Error{errc(ECONNRESET), name + " refused by the target: " + ec.message()};
     lanes.push_back(std::move(lane));
   }
-  RPMEM_LOG_INFO("verbs: %u lanes connected, %s, work queue %u", params.nlanes,
-                 info->method == proto::PersistMethod::kApm ? "APM" : "GPSPM", wq);
+  RPMEM_LOG_INFO("verbs: %u lanes connected, %s, work queue %u%s", params.nlanes,
+                 info->method == proto::PersistMethod::kApm ? "APM" : "GPSPM", wq,
+                 (info->flags & kInfoBounded) ? ", writes through landing windows" : "");
   return lanes;
 }
 

@@ -86,6 +86,14 @@ ibv_context *first_device() noexcept {
   return ctx;
 }
 
+bool supports_odp_rc(ibv_context *ctx) noexcept {
+  ibv_device_attr_ex attr{};
+  if (ibv_query_device_ex(ctx, nullptr, &attr) != 0) return false;
+  const uint32_t need = IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_READ;
+  return (attr.odp_caps.general_caps & IBV_ODP_SUPPORT) != 0 &&
+         (attr.odp_caps.per_transport_caps.rc_odp_caps & need) == need;
+}
+
 std::error_code check_memlock(size_t bytes, const char *what, std::string &why) {
   rlimit rl{};
   if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return {};

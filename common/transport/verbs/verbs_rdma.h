@@ -53,6 +53,10 @@ bool device_present() noexcept;
 // The context librdmacm opened for the first device (it owns it), or null.
 ibv_context *first_device() noexcept;
 
+// Whether the device offers on-demand paging for RDMA WRITE and READ on RC
+// queue pairs (IBV_ACCESS_ON_DEMAND: memory registered without pinning).
+bool supports_odp_rc(ibv_context *ctx) noexcept;
+
 // Whether RLIMIT_MEMLOCK lets this process pin `bytes` more; the error
 // (ENOMEM) names the limit and how to raise it. `what`: e.g. "the pool".
 std::error_code check_memlock(size_t bytes, const char *what, std::string &why);

@@ -92,48 +92,91 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
   if (!ctx_) throw SetupError(ENODEV, "verbs: no RDMA device");
   port_ = local_port(listen_id_.get());
 
-  std::string why;
-  if (auto ec = check_memlock(pool_.size() + params_.max_lanes * (kRecvSize + kReplySize),
-                              "the pool and lane buffers", why))
-    throw SetupError(ec.value(), why);
   auto pd = alloc_pd(ctx_);
   if (!pd) throw SetupError(pd.error().code.value(), pd.error().message);
   pd_ = std::move(pd.value());
-  uint8_t *landing = pool_.base();
-  if (!pool_.is_pmem()) {
-    void *p =
-        ::mmap(nullptr, pool_.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED)
-      throw SetupError(errno, "verbs: cannot allocate a staging buffer of " +
-                                  std::to_string(pool_.size()) + " bytes");
-    staging_ = Staging(static_cast<uint8_t *>(p), Unmap{pool_.size()});
-    std::memcpy(staging_.get(), pool_.base(), pool_.size());  // RDMA READs see the pool
-    landing = staging_.get();
-    info.method = proto::PersistMethod::kGpspm;  // APM would bypass the copy
-    if (params_.client_minor >= proto::kMinorStaged) info.flags = kInfoStaged;
+  const size_t lane_bytes = params_.max_lanes * (kRecvSize + kReplySize);
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  std::string why;
+  if (pool_.in_ram() || pool_.is_pmem()) {
+    if (auto ec = check_memlock(pool_.size() + lane_bytes, "the pool and lane buffers", why))
+      throw SetupError(ec.value(), why);
+    register_pool(why);
+  } else {
+    why = "a file in the page cache, whose pages a NIC's writes would never dirty";
   }
-  auto mr =
-      register_memory(pd_.get(), landing, pool_.size(),
-                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ,
-                      staging_ ? "the staging buffer" : "the pool");
-  if (!mr) throw SetupError(mr.error().code.value(), mr.error().message);
-  pool_mr_ = std::move(mr.value());
-  info.raddr = reinterpret_cast<uintptr_t>(landing);
+  if (!pool_mr_) {
+    // The bounded path. A window holds one inline persist's worth at least.
+    window_ = std::max<size_t>(params_.verbs_window, kMaxInline);
+    if (params_.client_minor < proto::kMinorBounded)
+      throw SetupError(EPROTONOSUPPORT,
+                       "verbs: the pool is " + why +
+                           "; its lanes need per-lane landing windows, which this client "
+                           "(protocol 1." +
+                           std::to_string(params_.client_minor) + ") does not know");
+    const size_t bytes = window_ * params_.max_lanes;
+    if (auto ec = check_memlock(bytes + lane_bytes, "the lanes' landing windows and buffers", why))
+      throw SetupError(ec.value(), why);
+    void *p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+      throw SetupError(errno, "verbs: cannot allocate " + std::to_string(params_.max_lanes) +
+                                  " landing windows of " + std::to_string(window_) + " bytes");
+    windows_ = Windows(static_cast<uint8_t *>(p), Unmap{bytes});
+    auto mr = register_memory(pd_.get(), windows_.get(), bytes, access, "the landing windows");
+    if (!mr) throw SetupError(mr.error().code.value(), mr.error().message);
+    pool_mr_ = std::move(mr.value());
+    info.method = proto::PersistMethod::kGpspm;  // APM would bypass the copy
+    info.flags = kInfoStaged | kInfoBounded;
+    info.window = static_cast<uint32_t>(window_);
+    info.raddr = reinterpret_cast<uintptr_t>(windows_.get());
+    RPMEM_LOG_NOTICE(
+        "verbs: RDMA writes land in %u lane windows of %zu KiB (verbs-window), copied into the "
+        "pool by this CPU: the pool is %s",
+        params_.max_lanes, window_ >> 10, why.c_str());
+  } else {
+    info.raddr = reinterpret_cast<uintptr_t>(pool_.base());
+    RPMEM_LOG_NOTICE("verbs: RDMA writes go straight into the pool (%s)",
+                     pool_.is_pmem() ? "persistent memory" : "a file in RAM");
+  }
   info.rkey = pool_mr_->rkey;
   info.max_inline = kMaxInline;
   provider_data_ = encode(info);
 
-  RPMEM_LOG_INFO("verbs: listening on %s port %u, device %s, %s, RDMA writes into %s",
+  RPMEM_LOG_INFO("verbs: listening on %s port %u, device %s, %s",
                  params_.listen_address.empty() ? "*" : params_.listen_address.c_str(), port_,
                  ibv_get_device_name(ctx_->device),
-                 info.method == proto::PersistMethod::kApm ? "APM" : "GPSPM",
-                 staging_ ? "a staging buffer" : "the pool");
+                 info.method == proto::PersistMethod::kApm ? "APM" : "GPSPM");
+}
+
+void VerbsTarget::register_pool(std::string &why) {
+  const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  auto mr = register_memory(pd_.get(), pool_.base(), pool_.size(), access, "the pool");
+  if (mr) {
+    pool_mr_ = std::move(mr.value());
+    return;
+  }
+  // fsdax: no long-term pins of its pages (EOPNOTSUPP). A device with
+  // on-demand paging needs no pin.
+  why = std::string(pool_.is_pmem() ? "persistent memory" : "a file in RAM") +
+        " that cannot be registered (" + mr.error().message + ")";
+  if (supports_odp_rc(ctx_)) {
+    auto odp = register_memory(pd_.get(), pool_.base(), pool_.size(), access | IBV_ACCESS_ON_DEMAND,
+                               "the pool (on-demand paging)");
+    if (odp) {
+      pool_mr_ = std::move(odp.value());
+      RPMEM_LOG_NOTICE("verbs: the pool is registered with on-demand paging");
+      return;
+    }
+    why += ", nor with on-demand paging (" + odp.error().message + ")";
+  } else {
+    why += ", and the device offers no on-demand paging";
+  }
 }
 
 VerbsTarget::~VerbsTarget() {
   stop();
   pool_mr_.reset();
-  staging_.reset();  // after the region that registered it
+  windows_.reset();  // after the region that registered it
   pd_.reset();
   listen_id_.reset();
   channel_.reset();
@@ -152,12 +195,6 @@ void VerbsTarget::stop() noexcept {
     threads.swap(threads_);
   }
   for (auto &t : threads) t.join();
-}
-
-void VerbsTarget::pool_changed(size_t offset, size_t length) noexcept {
-  // RDMA READs come from the staging buffer: it takes the new bytes too.
-  if (staging_ && offset <= pool_.size() && length <= pool_.size() - offset)
-    std::memcpy(staging_.get() + offset, pool_.base() + offset, length);
 }
 
 void VerbsTarget::fatal(const std::string &why) { state_.fatal(why); }
@@ -354,7 +391,9 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
     return false;
   }
   std::error_code status;
-  if (h->op == MsgOp::kDrain) {
+  if (h->op == MsgOp::kDrain && windows_) {
+    if (!drain_window(lane, msg + kMsgHeaderSize, h->length, status)) return false;
+  } else if (h->op == MsgOp::kDrain) {
     for (uint64_t i = 0; i < h->length; ++i) {
       uint64_t off, len;
       decode_range(msg + kMsgHeaderSize + i * kRangeSize, off, len);
@@ -362,16 +401,24 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
         fatal(who + ": drain " + why);
         return false;
       }
-      auto ec = persist_written(off, len, false);
+      auto ec = pool_.persist(off, len, false);
       if (ec && !status) status = ec;
     }
+  } else if (h->op == MsgOp::kRead) {
+    const char *why = !windows_             ? "read request on a lane without a window"
+                      : h->length > window_ ? "read larger than the window"
+                                            : pool_.refusal(h->offset, h->length, false);
+    if (why) {
+      fatal(who + ": " + why);
+      return false;
+    }
+    std::memcpy(windows_.get() + lane.index * window_, pool_.base() + h->offset, h->length);
   } else if (h->flags & kMsgInline) {
     if (const char *why = pool_.refusal(h->offset, h->length, true)) {
       fatal(who + ": " + why);
       return false;
     }
     const uint8_t *data = msg + kMsgHeaderSize;
-    if (staging_) std::memcpy(staging_.get() + h->offset, data, h->length);  // for RDMA READs
     if (pool_.persist_waits_for_device()) {
       status = pool_.write_durable(h->offset, data, h->length);
     } else {
@@ -379,11 +426,14 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
       status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
     }
   } else {
-    if (const char *why = pool_.refusal(h->offset, h->length, false)) {
+    // What the NIC wrote into the pool itself; on the bounded path nothing is.
+    const char *why = windows_ ? "persist of RDMA-written bytes on a lane with a window"
+                               : pool_.refusal(h->offset, h->length, false);
+    if (why) {
       fatal(who + ": " + why);
       return false;
     }
-    status = persist_written(h->offset, h->length, h->op == MsgOp::kDeepPersist);
+    status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
   }
   // The next request may come as soon as the reply is out: receive first.
   if (auto ec = post_recv(lane.id->qp, kWrRecv, lane.buf.get(), kRecvSize, lane.mr->lkey)) {
@@ -406,18 +456,31 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
   return true;
 }
 
-std::error_code VerbsTarget::persist_written(uint64_t offset, uint64_t length, bool deep) noexcept {
-  // Whole-word stores: a flags-0 flush keeps its 8-byte atomicity. Bytes of
-  // the pool header never get here: refusal() keeps writes out of it, and
-  // a range that only names it has nothing to copy.
-  if (staging_ && length > 0) {
-    const uint64_t from = std::max<uint64_t>(offset, pool_.writable_from());
-    if (from < offset + length && pool_.persist_waits_for_device())
-      return pool_.write_durable(from, staging_.get() + from, offset + length - from);
-    if (from < offset + length)
-      copy_words(pool_.base() + from, staging_.get() + from, offset + length - from);
+bool VerbsTarget::drain_window(Lane &lane, const uint8_t *ranges, uint64_t n,
+                               std::error_code &status) {
+  const uint8_t *window = windows_.get() + lane.index * window_;
+  uint64_t at = 0;  // where the next range's bytes are in the window
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t off, len;
+    decode_range(ranges + i * kRangeSize, off, len);
+    const char *why =
+        len > window_ - at ? "drain ranges larger than the window" : pool_.refusal(off, len, false);
+    if (why) {
+      fatal("verbs lane " + std::to_string(lane.index) + ": drain " + why);
+      return false;
+    }
+    // Bytes of the pool header are never written (refusal() keeps writes
+    // out of it; a flush that names it has nothing there to copy).
+    const uint64_t from = std::max<uint64_t>(off, pool_.writable_from());
+    if (from < off + len) {
+      // On pmem whole-word stores (streaming for large copies) and a flush;
+      // in the page cache a durable write of the file.
+      auto ec = pool_.write_durable(from, window + at + (from - off), off + len - from);
+      if (ec && !status) status = ec;
+    }
+    at += len;
   }
-  return pool_.persist(offset, length, deep);
+  return true;
 }
 
 }  // namespace rpmem::transport::verbs

@@ -7,13 +7,19 @@
 // index, or they are rejected before any queue pair exists.
 //
 // Where RDMA WRITEs land depends on the pool:
-//  - persistent memory (TargetPool::is_pmem): the pool mapping itself;
-//  - a file in the page cache: a staging buffer of the pool's size. A NIC
-//    writes around the page tables, so pages it wrote into a file mapping
-//    are never marked dirty and msync would not write them back. The
-//    staging buffer starts as a copy of the pool; when a range is persisted
-//    or drained, this CPU copies it into the pool (whole-word stores) and
-//    then makes it durable, so the kernel sees every byte as a write.
+//  - memory a NIC may write into and that registers (devdax pmem, a file in
+//    RAM: tmpfs, hugetlbfs): the pool mapping itself, the direct path;
+//  - memory it must not or cannot (a file in the page cache: a NIC writes
+//    around the page tables, so the pages it wrote would never be written
+//    back; fsdax pmem: Linux refuses long-term pins of its pages): one
+//    registered window per lane (TargetParams::verbs_window bytes), the
+//    bounded path. A drain names the pool ranges of what the lane wrote into
+//    its window, in order; this CPU copies them into the pool (whole-word
+//    stores, or a durable write of the file) and makes them durable before
+//    it answers, so the client may reuse the window. rpmem_read goes
+//    through the window too. The daemon's memory is then lanes x window,
+//    whatever the pool's size. Only clients of protocol minor >=
+//    kMinorBounded know this path; the constructor refuses older ones.
 // GPSPM requests (SENDs) are served here: inline data copied with aligned
 // 8-byte stores, then TargetPool::persist; APM reads never reach this CPU.
 #ifndef RPMEM_COMMON_TRANSPORT_VERBS_VERBS_TARGET_H
@@ -37,7 +43,8 @@ namespace rpmem::transport::verbs {
 class VerbsTarget final : public Target {
  public:
   // Throws SetupError: no device, a loopback listen address (no RDMA
-  // there), memlock too low, or registration failures.
+  // there), memlock too low, registration failures, or
+  // EPROTONOSUPPORT: a pool of the bounded path and a client that predates it.
   VerbsTarget(TargetPool &pool, TargetParams params);
   ~VerbsTarget() override;
   VerbsTarget(const VerbsTarget &) = delete;
@@ -47,7 +54,6 @@ class VerbsTarget final : public Target {
   proto::Bytes provider_data() const override { return provider_data_; }
   void start() override;
   void stop() noexcept override;
-  void pool_changed(size_t offset, size_t length) noexcept override;
 
   struct Lane;
 
@@ -57,8 +63,14 @@ class VerbsTarget final : public Target {
   void lane_loop(Lane &lane);
   // Serves one received message; false ends the lane.
   bool serve(Lane &lane, uint32_t byte_len);
-  // Makes [offset, +length), written by RDMA, durable in the pool.
-  std::error_code persist_written(uint64_t offset, uint64_t length, bool deep) noexcept;
+  // Bounded path: copies what the lane wrote into its window for `n` pool
+  // ranges (16 bytes each, at `ranges`), one after the other from the
+  // window's start, into the pool and makes them durable; false: the ranges
+  // do not fit the window or the pool (logged, the session ends).
+  bool drain_window(Lane &lane, const uint8_t *ranges, uint64_t n, std::error_code &status);
+  // Direct path: `why` names how the pool cannot be registered (empty: it
+  // was, into pool_mr_).
+  void register_pool(std::string &why);
   void fatal(const std::string &why);
 
   TargetPool &pool_;
@@ -71,9 +83,10 @@ class VerbsTarget final : public Target {
     size_t size;
     void operator()(uint8_t *p) const noexcept { ::munmap(p, size); }
   };
-  using Staging = std::unique_ptr<uint8_t, Unmap>;
-  Staging staging_{nullptr, Unmap{0}};  // page-cache pools: where RDMA WRITEs land
-  MrPtr pool_mr_;                       // the pool mapping, or staging_
+  using Windows = std::unique_ptr<uint8_t, Unmap>;
+  Windows windows_{nullptr, Unmap{0}};  // bounded path: max_lanes windows
+  size_t window_ = 0;                   // bytes of each lane's window (bounded path)
+  MrPtr pool_mr_;                       // the pool mapping, or windows_
   ibv_context *ctx_ = nullptr;
   uint16_t port_ = 0;
   proto::Bytes provider_data_;

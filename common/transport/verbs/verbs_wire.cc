@@ -33,7 +33,8 @@ proto::Bytes encode(const ProviderInfo &info) {
   put(&b[20], info.max_inline, 4);
   put(&b[24], info.family, 2);
   b[26] = info.flags;
-  // 27..31 reserved
+  // 27 reserved
+  put(&b[28], info.window, 4);
   std::memcpy(&b[32], info.addr.data(), 16);
   return b;
 }
@@ -53,9 +54,10 @@ std::optional<ProviderInfo> decode_provider_info(std::span<const uint8_t> b) {
   if (info.max_inline < 64 || info.max_inline > (1u << 20)) return std::nullopt;
   if (info.family != 0 && info.family != AF_INET && info.family != AF_INET6) return std::nullopt;
   info.flags = b[26];
-  if ((info.flags & ~kInfoStaged) != 0) return std::nullopt;
-  for (int i = 27; i < 32; ++i)
-    if (b[i] != 0) return std::nullopt;
+  if ((info.flags & ~(kInfoStaged | kInfoBounded)) != 0 || b[27] != 0) return std::nullopt;
+  info.window = static_cast<uint32_t>(get(&b[28], 4));
+  // A bounded lane needs a window of at least one page; other lanes none.
+  if ((info.flags & kInfoBounded) ? info.window < 4096 : info.window != 0) return std::nullopt;
   std::memcpy(info.addr.data(), &b[32], 16);
   return info;
 }
@@ -90,7 +92,7 @@ std::optional<MsgHeader> decode_msg(std::span<const uint8_t> received) {
     return std::nullopt;
   const uint8_t *p = received.data();
   MsgHeader m;
-  if (p[0] < 1 || p[0] > 3) return std::nullopt;
+  if (p[0] < 1 || p[0] > 4) return std::nullopt;
   m.op = static_cast<MsgOp>(p[0]);
   m.flags = p[1];
   if (get(p + 2, 6) != 0) return std::nullopt;
@@ -101,6 +103,8 @@ std::optional<MsgHeader> decode_msg(std::span<const uint8_t> received) {
     if (m.flags != 0 || m.offset != 0 || m.length > kMaxInline / kRangeSize ||
         payload != m.length * kRangeSize)
       return std::nullopt;
+  } else if (m.op == MsgOp::kRead) {
+    if (m.flags != 0 || payload != 0) return std::nullopt;
   } else if (m.flags == kMsgInline) {
     if (payload != m.length) return std::nullopt;
   } else if (m.flags != 0 || payload != 0) {

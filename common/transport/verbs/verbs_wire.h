@@ -33,12 +33,22 @@ struct ProviderInfo {
   // daemon runs on the same machine.
   uint16_t family = 0;  // AF_INET or AF_INET6
   std::array<uint8_t, 16> addr{};
-  uint8_t flags = 0;  // kInfoStaged; sent only to clients of minor >= kMinorStaged
+  uint8_t flags = 0;  // kInfoStaged, kInfoBounded; only for clients that know them
+  // kInfoBounded: bytes of each lane's landing window; lane i's window is
+  // [raddr + i * window, +window) of the region rkey names.
+  uint32_t window = 0;
 };
-// RDMA WRITEs land in a buffer of the daemon, which copies them into the
-// pool with whole-word stores when they are persisted or drained: a
-// flags-0 flush by RDMA WRITE keeps 8-byte failure atomicity.
+// Flags-0 flushes may go by RDMA WRITE: the daemon copies what the NIC
+// wrote into the pool with whole-word stores when it is persisted or
+// drained, so they keep their 8-byte failure atomicity (clients of minor
+// >= kMinorStaged).
 inline constexpr uint8_t kInfoStaged = 1;
+// The pool is not registered (a file in the page cache, fsdax pmem): RDMA
+// WRITEs land in the lane's window, in order, and a drain names the pool
+// ranges they are for; the daemon copies them into the pool and makes them
+// durable before it answers. rpmem_read goes through the window too
+// (MsgOp::kRead). With kInfoStaged. Clients of minor >= kMinorBounded.
+inline constexpr uint8_t kInfoBounded = 2;
 inline constexpr size_t kProviderInfoSize = 48;
 proto::Bytes encode(const ProviderInfo &info);
 std::optional<ProviderInfo> decode_provider_info(std::span<const uint8_t> b);
@@ -59,6 +69,9 @@ enum class MsgOp : uint8_t {
   kPersist = 1,      // make [offset, +length) durable (data inline or already written)
   kDeepPersist = 2,  // the same, down to the lowest persistence domain
   kDrain = 3,        // payload: `length` ranges of 16 bytes (offset, length)
+  // kInfoBounded: copy [offset, +length) of the pool to the start of the
+  // lane's window (length <= window), to be read from there by RDMA READ.
+  kRead = 4,
 };
 inline constexpr uint8_t kMsgInline = 1;  // payload holds the `length` bytes to copy
 struct MsgHeader {

@@ -23,7 +23,8 @@ TEST(VerbsWire, ProviderInfoRoundTripsLittleEndian) {
   in.rkey = 0xa1b2c3d4;
   in.family = AF_INET;
   in.addr = {10, 0, 2, 15};
-  in.flags = kInfoStaged;
+  in.flags = kInfoStaged | kInfoBounded;
+  in.window = 0x00100000;
   auto b = encode(in);
   ASSERT_EQ(b.size(), kProviderInfoSize);
   EXPECT_EQ(b[0], 1);     // version
@@ -39,19 +40,41 @@ TEST(VerbsWire, ProviderInfoRoundTripsLittleEndian) {
   EXPECT_EQ(out->max_inline, kMaxInline);
   EXPECT_EQ(out->family, AF_INET);
   EXPECT_EQ(out->addr, in.addr);
-  EXPECT_EQ(out->flags, kInfoStaged);
-  EXPECT_EQ(b[26], kInfoStaged);
+  EXPECT_EQ(out->flags, kInfoStaged | kInfoBounded);
+  EXPECT_EQ(b[26], kInfoStaged | kInfoBounded);
+  EXPECT_EQ(out->window, 0x00100000u);
+  EXPECT_EQ(b[30], 0x10);  // window, low byte first
 }
 
 TEST(VerbsWire, MalformedProviderInfoIsRefused) {
   auto good = encode(ProviderInfo{});
   EXPECT_FALSE(decode_provider_info({good.data(), good.size() - 1}));
-  // version, method, max_inline, family, an unknown flag, reserved
-  for (size_t at : {0u, 4u, 22u, 24u, 26u, 27u}) {
+  // version, method, max_inline, family, an unknown flag, reserved, a
+  // window without kInfoBounded
+  for (size_t at : {0u, 4u, 22u, 24u, 26u, 27u, 29u}) {
     auto b = good;
     b[at] ^= 0x40;
     EXPECT_FALSE(decode_provider_info(b)) << "byte " << at;
   }
+  // kInfoBounded with a window smaller than a page
+  ProviderInfo bounded;
+  bounded.flags = kInfoStaged | kInfoBounded;
+  bounded.window = 4095;
+  EXPECT_FALSE(decode_provider_info(encode(bounded)));
+  bounded.window = 4096;
+  EXPECT_TRUE(decode_provider_info(encode(bounded)));
+}
+
+TEST(VerbsWire, ReadRequestCarriesNoPayload) {
+  uint8_t b[kMsgHeaderSize + 8] = {};
+  encode(MsgHeader{MsgOp::kRead, 0, 4096, 65536}, b);
+  auto m = decode_msg({b, kMsgHeaderSize});
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->op, MsgOp::kRead);
+  EXPECT_EQ(m->length, 65536u);
+  EXPECT_FALSE(decode_msg({b, kMsgHeaderSize + 8})) << "a payload";
+  b[1] = kMsgInline;
+  EXPECT_FALSE(decode_msg({b, kMsgHeaderSize})) << "flags";
 }
 
 TEST(VerbsWire, ConnectDataCarriesSecretAndLaneAndIgnoresPadding) {
