@@ -23,10 +23,11 @@ std::atomic<unsigned> g_cmd_index{0};
 const char *env(const char *name) { return ::secure_getenv(name); }
 
 // A positive decimal integer, clamped to UINT_MAX; invalid values are logged
-// and ignored, as PMDK did.
+// and ignored, as PMDK did. An empty value is no value (PMDK's test
+// framework exports RPMEM_MAX_NLANES= empty): ignored without a word.
 void read_positive(const char *name, unsigned &out) {
   const char *v = env(name);
-  if (!v) return;
+  if (!v || *v == '\0') return;
   errno = 0;
   char *end = nullptr;
   long long n = std::strtoll(v, &end, 10);

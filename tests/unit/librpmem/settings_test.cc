@@ -3,12 +3,18 @@
 // RPMEM_CMD round robin.
 #include "librpmem/settings.h"
 
+#include "common/log.h"
+
 #include <gtest/gtest.h>
+
+#include <unistd.h>
 
 #include <climits>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,6 +90,27 @@ TEST_F(SettingsEnv, MaxNlanesTakesPositiveIntegers) {
 TEST_F(SettingsEnv, MaxNlanesIgnoresInvalidAndNonPositiveValues) {
   for (const char *v : {"", "abc", "12x", "x12", "0", "-1", "-99999999999999999999", " ", "1.5"})
     EXPECT_EQ(with("RPMEM_MAX_NLANES", v).max_nlanes, UINT_MAX) << "'" << v << "'";
+}
+
+// PMDK's test framework exports RPMEM_MAX_NLANES= (empty): PMDK ignored it
+// without a word, and so do we; a value that is really wrong is logged.
+TEST_F(SettingsEnv, EmptyMaxNlanesIsUnsetSilentlyAndAWrongOneIsLogged) {
+  const std::string path = "/tmp/rpmem-settings-test-" + std::to_string(::getpid()) + ".log";
+  ASSERT_TRUE(log::configure(log::Level::kDebug, log::Sink::kFile, path));
+  auto logged = [&] {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  };
+  EXPECT_EQ(with("RPMEM_MAX_NLANES", "").max_nlanes, UINT_MAX);
+  EXPECT_EQ(with("RPMEM_WORK_QUEUE_SIZE", "").work_queue_size, 50u);
+  EXPECT_EQ(logged(), "");
+  EXPECT_EQ(with("RPMEM_MAX_NLANES", "x").max_nlanes, UINT_MAX);
+  EXPECT_NE(logged().find("RPMEM_MAX_NLANES: invalid value 'x', ignored"), std::string::npos)
+      << logged();
+  log::configure(log::Level::kNone, log::Sink::kStderr);
+  ::unlink(path.c_str());
 }
 
 TEST_F(SettingsEnv, MaxNlanesClampsHugeValuesToUintMax) {
