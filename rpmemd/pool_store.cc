@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "rpmemd/pool_device_dax.h"
 #include "rpmemd/pool_hdr.h"
 #include "rpmemd/pool_mapping.h"
 #include "rpmemd/poolset.h"
@@ -87,15 +88,19 @@ std::error_code load_set(const std::string &path, PoolSet &out) {
   if (ec) return ec;
   auto parsed = parse_poolset(text);
   if (!parsed) {
-    RPMEM_LOG_ERR("invalid pool set '%s': %s", path.c_str(), parsed.error().message.c_str());
+    // The caller logs PMDK's line ("cannot create pool set -- ...:
+    // Invalid argument"); the reason is detail, at debug level.
+    RPMEM_LOG_DEBUG("invalid pool set '%s': %s", path.c_str(), parsed.error().message.c_str());
     return parsed.error().code;
   }
   out = std::move(parsed).value();
-  return {};
+  return resolve_device_dax(out);
 }
 
-// Opens, locks and unlinks one part for --remove (PMDK's util_unlink_flock).
+// Opens, locks and unlinks one part for --remove (PMDK's util_unlink_flock);
+// a device DAX is not unlinked: its header is zeroed.
 std::error_code unlink_locked(const std::string &path) {
+  if (device_dax(path)) return zero_device_dax_header(path);
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return last_errc();
   std::error_code ec;

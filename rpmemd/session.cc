@@ -26,6 +26,8 @@ using rpmem::proto::Status;
 namespace {
 
 constexpr unsigned kMaxLanes = 1024;
+// What one data lane message carries inline (the verbs provider's kMaxInline).
+constexpr unsigned kLaneInlineCapacity = 32768;
 
 // The process's descriptor budget, shared by every session: a session
 // keeps kSessionFds for itself (control, data listener, lane servers, pool
@@ -205,7 +207,6 @@ void Session::release(bool remove) noexcept {
 }
 
 void Session::log_policy(proto::TransportKind kind) const {
-  // APM needs RDMA reads (verbs); over tcp every persist goes through this daemon.
   RPMEM_LOG_NOTICE("persistency policy:");
   if (apm_) {
     RPMEM_LOG_NOTICE("\tpersist method: %s", kApmName);
@@ -218,11 +219,14 @@ void Session::log_policy(proto::TransportKind kind) const {
                                    : pool_->in_ram() ? "a file in RAM (tmpfs): durable as RAM is"
                                                      : "a file in the page cache, written back "
                                                        "to its disk on persist");
+  // APM over tcp: no RDMA READ to wait for; the daemon flushes as it copies.
+  if (apm_ && kind == proto::TransportKind::kTcp)
+    RPMEM_LOG_NOTICE(
+        "\tAPM over tcp: each write is flushed into the pool as it lands "
+        "(pmem_persist), before the reply");
   // The medium decides where a NIC may write (verbs_target.h).
   if (kind == proto::TransportKind::kVerbs)
-    RPMEM_LOG_NOTICE("\tRDMA writes: %s", pool_->is_pmem() ? "into the pool (persistent memory)"
-                                                           : "into a staging buffer, copied "
-                                                             "into the pool by rpmemd");
+    RPMEM_LOG_NOTICE("\tRDMA writes: %s", target_->data_path().c_str());
 }
 
 Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
@@ -380,17 +384,17 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     [[maybe_unused]] auto n = ::write(fatal_fd, &one, sizeof(one));
   };
   // verbs when both sides allow it and it can serve here (a device, an RDMA
-  // address), else tcp; APM only over verbs, with --persist-apm, on pmem.
+  // address), else tcp. APM with --persist-apm on pmem: over verbs by RDMA
+  // READ (where the pool is registered), over tcp each write is made durable
+  // as it lands.
   proto::TransportKind kind = proto::TransportKind::kTcp;
-  apm_ = false;
+  tp.persist_method = params_.persist_apm && pool_->is_pmem() ? proto::PersistMethod::kApm
+                                                              : proto::PersistMethod::kGpspm;
   if (offered & verbs) {
-    apm_ = params_.persist_apm && pool_->is_pmem();
-    tp.persist_method = apm_ ? proto::PersistMethod::kApm : proto::PersistMethod::kGpspm;
     try {
       target_ = params_.make_target(proto::TransportKind::kVerbs, *view_, tp);
       kind = proto::TransportKind::kVerbs;
     } catch (const std::system_error &e) {
-      apm_ = false;
       // No device or RDMA address here, or a client too old for this pool.
       const bool unusable = e.code().value() == EADDRNOTAVAIL || e.code().value() == ENODEV ||
                             e.code().value() == EPROTONOSUPPORT;
@@ -402,7 +406,6 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     }
   }
   if (!target_) {
-    tp.persist_method = proto::PersistMethod::kGpspm;
     try {
       target_ = params_.make_target(proto::TransportKind::kTcp, *view_, tp);
     } catch (const std::exception &e) {
@@ -410,6 +413,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
       return undo(Status::kFatalConn);
     }
   }
+  apm_ = target_->persist_method() == proto::PersistMethod::kApm;
   // Before the answer: a target that cannot serve (no thread to start)
   // fails the request, rather than the lanes of a client told all is well.
   // The client's lanes cannot come before it has the port and the secret.
@@ -423,7 +427,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   resp.nlanes = nlanes;
   resp.port = target_->port();
   resp.transport = kind;
-  resp.method = tp.persist_method;
+  resp.method = target_->persist_method();
   resp.pool_flags = pool_->has_headers() ? proto::kPoolHasHeaders : 0;
   resp.remote_size = pool_->size();
   resp.attr = create ? rpmem::PoolAttr{} : attr;
@@ -457,6 +461,9 @@ std::error_code Session::handle_pool_request(MsgType type, const proto::Bytes &p
   RPMEM_LOG_NOTICE("\tpool size: %llu", static_cast<unsigned long long>(req->pool_size));
   RPMEM_LOG_NOTICE("\tnlanes: %u", req->nlanes);
   RPMEM_LOG_NOTICE("\tprovider: %s", provider_names(req->transports).c_str());
+  // PMDK's request carried the inline capacity of a lane (8192); ours is
+  // fixed by the protocol: what one lane message carries inline.
+  RPMEM_LOG_NOTICE("\tbuff_size: %u", kLaneInlineCapacity);
   if (create) {
     RPMEM_LOG_NOTICE("pool attributes:");
     log_pool_attr(req->attr.is_zero() ? nullptr : &req->attr);
@@ -464,9 +471,10 @@ std::error_code Session::handle_pool_request(MsgType type, const proto::Bytes &p
   proto::PoolResponse resp;
   resp.status = open_or_create(type, *req, resp);
   if (resp.status != Status::kSuccess) resp.lane_psk.clear();
+  // PMDK logged the response block only for a request that succeeded.
   if (resp.status != Status::kSuccess)
-    RPMEM_LOG_NOTICE("%s request response: (status = %u)", create ? "create" : "open",
-                     static_cast<unsigned>(resp.status));
+    RPMEM_LOG_DEBUG("%s request response: (status = %u)", create ? "create" : "open",
+                    static_cast<unsigned>(resp.status));
   if (auto ec = io_.write_all(proto::encode(resp))) return ec;
   if (resp.status != Status::kSuccess) {
     end = SessionEnd::kRequestFailed;
