@@ -41,7 +41,7 @@ inline std::shared_ptr<SSL_CTX> psk_client_context(const proto::Bytes &psk) {
   return tcp::make_psk_context(false, psk, why);
 }
 
-// One TLS connection to test_ip():port (blocking waits, bounded).
+// One TLS connection to 127.0.0.1:port (blocking waits, bounded).
 class TlsPeer {
  public:
   TlsPeer(uint16_t port, const std::shared_ptr<SSL_CTX> &ctx) {
