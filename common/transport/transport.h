@@ -128,8 +128,8 @@ struct TargetParams {
   // verbs, pools the NIC cannot write into (the page cache, fsdax): bytes
   // of each lane's registered landing window (rpmemd's verbs-window).
   size_t verbs_window = size_t{1} << 20;
-  // kApm only when the daemon runs with --persist-apm and the pool is pmem;
-  // transports without one-sided reads (tcp) ignore it.
+  // kApm only when the daemon runs with --persist-apm and the pool is pmem:
+  // verbs persists by RDMA READ, tcp makes every write durable as it lands.
   proto::PersistMethod persist_method = proto::PersistMethod::kGpspm;
   // The protocol minor of the client's pool request (what it can decode).
   uint16_t client_minor = 0;
@@ -155,6 +155,12 @@ class Target {
   // The daemon itself rewrote [offset, +length) of the pool (its header):
   // what clients read from now on must be the new bytes.
   virtual void pool_changed(size_t /*offset*/, size_t /*length*/) noexcept {}
+  // The method the lanes are served with (GPSPM where APM was asked for but
+  // cannot be had: the verbs bounded path).
+  virtual proto::PersistMethod persist_method() const noexcept = 0;
+  // Where the transport's writes land and why, for the daemon's log (empty:
+  // nothing to say beyond the method).
+  virtual std::string data_path() const { return {}; }
 };
 
 // Throws SetupError when it cannot listen.

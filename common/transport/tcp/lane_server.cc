@@ -153,8 +153,11 @@ struct LaneServer::Lane {
   bool dirty = false;           // in dirty_
 };
 
-LaneServer::LaneServer(TargetPool &pool, FatalFn fatal)
-    : pool_(pool), fatal_(std::move(fatal)), disk_(pool.persist_waits_for_device()) {}
+LaneServer::LaneServer(TargetPool &pool, FatalFn fatal, bool apm)
+    : pool_(pool),
+      fatal_(std::move(fatal)),
+      disk_(pool.persist_waits_for_device() && !apm),
+      apm_(apm) {}
 
 LaneServer::~LaneServer() {
   stop();
@@ -454,6 +457,11 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
           auto ec = (lane.req.flags & proto::kDataRelaxed)
                         ? lane.in.take_direct(lane.dst, lane.left, done)
                         : lane.in.take_atomic(lane.dst, lane.left, done);
+          // APM: durable as it lands, before the next piece comes.
+          if (apm_ && done > 0) {
+            auto ec2 = pool_.persist(static_cast<size_t>(lane.dst - pool_.base()), done, false);
+            if (ec2 && !lane.written) lane.written = ec2;
+          }
           lane.dst += done;
           lane.left -= done;
           progress |= done > 0;
@@ -474,9 +482,10 @@ void LaneServer::complete(Lane &lane) {
   lane.state = Lane::State::kHeader;
   if (proto::carries_payload(req.op)) {
     if (req.op == DataOp::kFlush) {  // no reply: made durable later
-      if (lane.whole && lane.written && !lane.flush_error) lane.flush_error = lane.written;
+      if ((lane.whole || apm_) && lane.written && !lane.flush_error)
+        lane.flush_error = lane.written;
       lane.whole = false;
-      if (req.length == 0) return;
+      if (req.length == 0 || apm_) return;  // APM: durable already
       if (lane.flushes.full()) lane.flush_pending();
       lane.flushes.add(req.offset, req.length);
       if (!lane.dirty) {
@@ -485,9 +494,11 @@ void LaneServer::complete(Lane &lane) {
       }
       return;
     }
+    // APM: durable already, unless the persist is deep (pmem_deep_persist).
     std::error_code perr =
-        lane.whole ? lane.written
-                   : pool_.persist(req.offset, req.length, req.op == DataOp::kDeepPersist);
+        lane.whole || (apm_ && req.op != DataOp::kDeepPersist)
+            ? lane.written
+            : pool_.persist(req.offset, req.length, req.op == DataOp::kDeepPersist);
     lane.whole = false;
     reply.status = static_cast<uint32_t>(perr.value());
   } else if (req.op == DataOp::kDrain) {

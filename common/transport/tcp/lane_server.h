@@ -34,8 +34,10 @@ class LaneServer {
   using FatalFn = std::function<void(const std::string &why)>;
 
   // `fatal` is called from the server's thread when a lane sees malformed
-  // input or the server cannot go on.
-  LaneServer(TargetPool &pool, FatalFn fatal);
+  // input or the server cannot go on. `apm` (a pool on pmem, --persist-apm):
+  // every byte is made durable as it lands in the pool, so that a persist or
+  // a drain only orders (the Appliance Persistency Method over tcp).
+  LaneServer(TargetPool &pool, FatalFn fatal, bool apm = false);
   ~LaneServer();  // stop()
   LaneServer(const LaneServer &) = delete;
   LaneServer &operator=(const LaneServer &) = delete;
@@ -68,6 +70,7 @@ class LaneServer {
   TargetPool &pool_;
   FatalFn fatal_;
   const bool disk_;  // pool_.persist_waits_for_device(): persists go through write_durable
+  const bool apm_;   // writes durable as they land (pmem)
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};

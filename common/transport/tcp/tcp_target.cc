@@ -422,7 +422,9 @@ void TcpTarget::hand_over(std::unique_ptr<ByteStream> stream, unsigned lane) {
   }
   auto &server = servers_[lane % nservers_];
   if (!server) {
-    server = std::make_unique<LaneServer>(pool_, [this](const std::string &why) { fatal(why); });
+    server = std::make_unique<LaneServer>(
+        pool_, [this](const std::string &why) { fatal(why); },
+        params_.persist_method == proto::PersistMethod::kApm);
     std::string why;
     if (server->start(why)) {
       server.reset();

@@ -44,6 +44,7 @@ class TcpTarget final : public Target {
 
   uint16_t port() const noexcept override { return port_; }
   proto::Bytes provider_data() const override { return {}; }
+  proto::PersistMethod persist_method() const noexcept override { return params_.persist_method; }
   void start() override;
   void stop() noexcept override;
 

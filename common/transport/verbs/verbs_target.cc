@@ -129,18 +129,18 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
     info.flags = kInfoStaged | kInfoBounded;
     info.window = static_cast<uint32_t>(window_);
     info.raddr = reinterpret_cast<uintptr_t>(windows_.get());
-    RPMEM_LOG_NOTICE(
-        "verbs: RDMA writes land in %u lane windows of %zu KiB (verbs-window), copied into the "
-        "pool by this CPU: the pool is %s",
-        params_.max_lanes, window_ >> 10, why.c_str());
+    data_path_ = "into " + std::to_string(params_.max_lanes) + " lane windows of " +
+                 std::to_string(window_ >> 10) +
+                 " KiB (verbs-window), copied into the pool by rpmemd: the pool is " + why;
   } else {
     info.raddr = reinterpret_cast<uintptr_t>(pool_.base());
-    RPMEM_LOG_NOTICE("verbs: RDMA writes go straight into the pool (%s)",
-                     pool_.is_pmem() ? "persistent memory" : "a file in RAM");
+    data_path_ = std::string("into the pool itself (") +
+                 (pool_.is_pmem() ? "persistent memory" : "a file in RAM") + ")";
   }
   info.rkey = pool_mr_->rkey;
   info.max_inline = kMaxInline;
   provider_data_ = encode(info);
+  method_ = info.method;
 
   RPMEM_LOG_INFO("verbs: listening on %s port %u, device %s, %s",
                  params_.listen_address.empty() ? "*" : params_.listen_address.c_str(), port_,

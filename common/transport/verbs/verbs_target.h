@@ -52,6 +52,8 @@ class VerbsTarget final : public Target {
 
   uint16_t port() const noexcept override { return port_; }
   proto::Bytes provider_data() const override { return provider_data_; }
+  proto::PersistMethod persist_method() const noexcept override { return method_; }
+  std::string data_path() const override { return data_path_; }
   void start() override;
   void stop() noexcept override;
 
@@ -90,6 +92,8 @@ class VerbsTarget final : public Target {
   ibv_context *ctx_ = nullptr;
   uint16_t port_ = 0;
   proto::Bytes provider_data_;
+  proto::PersistMethod method_ = proto::PersistMethod::kGpspm;
+  std::string data_path_;
 
   LaneAdmission admission_;
 

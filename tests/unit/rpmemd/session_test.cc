@@ -231,6 +231,7 @@ struct FakeTransport {
     FakeTarget(FakeTransport &t, TargetParams p) : t_(t), p_(std::move(p)) {}
     uint16_t port() const noexcept override { return kPort; }
     proto::Bytes provider_data() const override { return t_.provider_data; }
+    proto::PersistMethod persist_method() const noexcept override { return p_.persist_method; }
     void start() override {
       t_.events.push_back("start");
       if (t_.start_fails)
