@@ -11,6 +11,7 @@
 #include "rpmemd/session.h"
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -123,6 +124,12 @@ int Daemon::run() {
   Session session(store, io, params, sfd);
   SessionEnd end = session.run();
   if (sfd >= 0) ::close(sfd);
+  // What serving the pool cost this process at its peak (the tests of pools
+  // far larger than the memory read it), at debug level: PMDK's log had no
+  // such line.
+  rusage ru{};
+  if (::getrusage(RUSAGE_SELF, &ru) == 0)
+    RPMEM_LOG_DEBUG("peak resident memory: %ld KiB", ru.ru_maxrss);
   switch (end) {
     case SessionEnd::kClosed:
     case SessionEnd::kRequestFailed:

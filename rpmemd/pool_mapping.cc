@@ -6,6 +6,7 @@
 #include "common/log.h"
 #include "common/transport/copy_words.h"
 #include "rpmemd/pool_badblocks.h"
+#include "rpmemd/pool_device_dax.h"
 
 #include <libpmem.h>
 
@@ -74,6 +75,19 @@ bool supports_map_sync(int fd) {
   return true;
 }
 
+// fsync of a file just created and of the directory that names it.
+std::error_code sync_new_file(int fd, const std::string &path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == 0 ? "/" : path.substr(0, slash);
+  std::error_code ec;
+  if (::fsync(fd) != 0) ec = last_errc();
+  int dfd = ec ? -1 : ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (!ec && (dfd < 0 || ::fsync(dfd) != 0)) ec = last_errc();
+  if (dfd >= 0) ::close(dfd);
+  if (ec) RPMEM_LOG_ERR("cannot make part '%s' durable: %s", path.c_str(), ec.message().c_str());
+  return ec;
+}
+
 }  // namespace
 
 std::error_code generate_uuid(Uuid &out) noexcept {
@@ -101,15 +115,24 @@ class PoolMapping::HeaderPages {
   HeaderPages(const HeaderPages &) = delete;
   HeaderPages &operator=(const HeaderPages &) = delete;
   ~HeaderPages() {
-    for (void *p : pages_) ::munmap(p, kHdrSize);
+    for (size_t i = 0; i < pages_.size(); ++i)
+      if (own_[i]) ::munmap(pages_[i], kHdrSize);
   }
 
-  std::error_code map(const std::vector<Part> &parts, size_t count) {
+  // A device DAX maps only in its alignment's units: its header is taken
+  // from the pool's mapping (`base`), which starts at its first byte.
+  std::error_code map(const std::vector<Part> &parts, size_t count, uint8_t *base) {
     for (size_t i = 0; i < count; ++i) {
+      if (parts[i].dax_align > kHdrSize && parts[i].file_off == 0 && base != nullptr) {
+        pages_.push_back(base + parts[i].map_start);
+        own_.push_back(false);
+        continue;
+      }
       int flags = parts[i].map_sync ? (MAP_SHARED_VALIDATE | MAP_SYNC) : MAP_SHARED;
       void *p = ::mmap(nullptr, kHdrSize, PROT_READ | PROT_WRITE, flags, parts[i].fd, 0);
       if (p == MAP_FAILED) return last_errc();
       pages_.push_back(p);
+      own_.push_back(true);
     }
     return {};
   }
@@ -123,6 +146,7 @@ class PoolMapping::HeaderPages {
 
  private:
   std::vector<void *> pages_;
+  std::vector<bool> own_;  // mapped here (not the pool's mapping)
 };
 
 PoolMapping::PoolMapping(PoolSet set) : set_(std::move(set)) {
@@ -136,13 +160,32 @@ PoolMapping::PoolMapping(PoolSet set) : set_(std::move(set)) {
 }
 
 PoolMapping::~PoolMapping() {
-  if (base_ != nullptr && ::msync(base_, size_, MS_SYNC) != 0)
+  // A device DAX has no page cache to write back (and msync refuses it).
+  const bool dax = !parts_.empty() && parts_[0].dax_align != 0;
+  if (base_ != nullptr && !dax && ::msync(base_, size_, MS_SYNC) != 0)
     RPMEM_LOG_ERR("msync of the pool on close failed: %s", last_errc().message().c_str());
   unmap();
   close_fds();
 }
 
 std::error_code PoolMapping::open_part(Part &part, bool create, bool check_hdr_zero) noexcept {
+  if (auto dax = device_dax(part.path)) {
+    // The whole device, sized by the pool set (resolve_device_dax checked
+    // it); nothing to create. Its header is checked once it is mapped.
+    part.dax_align = dax->align;
+    part.fd = ::open(part.path.c_str(), O_RDWR | O_CLOEXEC);
+    if (part.fd < 0) {
+      std::error_code ec = last_errc();
+      RPMEM_LOG_ERR("cannot open part '%s': %s", part.path.c_str(), ec.message().c_str());
+      return ec;
+    }
+    if (::flock(part.fd, LOCK_EX | LOCK_NB) != 0) {
+      std::error_code ec = last_errc();
+      RPMEM_LOG_ERR("cannot lock part '%s': %s", part.path.c_str(), ec.message().c_str());
+      return ec;
+    }
+    return {};
+  }
   if (create) {
     part.fd = ::open(part.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (part.fd >= 0) {
@@ -175,7 +218,9 @@ std::error_code PoolMapping::open_part(Part &part, bool create, bool check_hdr_z
                     errc(r).message().c_str());
       return errc(r);
     }
-    return {};
+    // The new file, its size and its name are durable before the first
+    // persist into it is acknowledged, whatever the power does next.
+    return sync_new_file(part.fd, part.path);
   }
   struct stat st {};
   if (::fstat(part.fd, &st) != 0) return last_errc();
@@ -216,13 +261,16 @@ std::error_code PoolMapping::map() noexcept {
     total += lens.back();
   }
 
-  // Reserve an aligned range, then map every part over it with MAP_FIXED.
-  size_t resv_len = total + kMapAlign;
+  // Reserve an aligned range, then map every part over it with MAP_FIXED:
+  // on a 2 MiB boundary, or a device DAX's own alignment when it is larger.
+  size_t align = kMapAlign;
+  for (const Part &part : parts_) align = std::max<size_t>(align, part.dax_align);
+  size_t resv_len = total + align;
   void *resv =
       ::mmap(nullptr, resv_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (resv == MAP_FAILED) return last_errc();
   auto start = reinterpret_cast<uintptr_t>(resv);
-  uintptr_t aligned = (start + kMapAlign - 1) & ~uintptr_t{kMapAlign - 1};
+  uintptr_t aligned = (start + align - 1) & ~uintptr_t{align - 1};
   if (aligned > start) ::munmap(resv, aligned - start);
   size_t tail = (start + resv_len) - (aligned + total);
   if (tail > 0) ::munmap(reinterpret_cast<void *>(aligned + total), tail);
@@ -232,6 +280,7 @@ std::error_code PoolMapping::map() noexcept {
   uint8_t *addr = base_;
   bool all_sync = true;
   bool all_in_ram = true;
+  bool all_dax = true;
   for (size_t i = 0; i < parts_.size(); ++i) {
     Part &part = parts_[i];
     off_t off = i == 0 ? 0 : static_cast<off_t>(later_off);
@@ -249,14 +298,15 @@ std::error_code PoolMapping::map() noexcept {
     part.map_len = lens[i];
     part.file_off = off;
     addr += lens[i];
-    struct statfs fs {};
+    all_dax = all_dax && part.dax_align != 0;
+    struct statfs fs {};  // a device DAX is on devtmpfs, and not in RAM
     all_in_ram =
-        all_in_ram && ::fstatfs(part.fd, &fs) == 0 &&
+        all_in_ram && part.dax_align == 0 && ::fstatfs(part.fd, &fs) == 0 &&
         (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
   }
   // A pool set with one part on a disk is a pool on a disk.
   in_ram_ = all_in_ram && !parts_.empty();
-  is_pmem_ = all_sync || pmem_is_pmem(base_, size_) != 0;
+  is_pmem_ = all_sync || all_dax || pmem_is_pmem(base_, size_) != 0;
   return {};
 }
 
@@ -281,7 +331,14 @@ std::error_code PoolMapping::init_headers(const PoolAttr &attr) noexcept {
   if (!is_zero_uuid(attr.uuid)) uuids[0] = attr.uuid;
 
   HeaderPages pages;
-  if (auto ec = pages.map(parts_, nhdrs)) return ec;
+  if (auto ec = pages.map(parts_, nhdrs, base_)) return ec;
+  // A device DAX is not created: like a reused file, its header must be zero.
+  for (size_t p = 0; p < nhdrs; ++p) {
+    if (parts_[p].dax_align != 0 && !is_zero_bytes(pages.page(p), kHdrSize)) {
+      RPMEM_LOG_ERR("non-empty file detected: '%s'", parts_[p].path.c_str());
+      return errc(EEXIST);
+    }
+  }
   for (size_t p = 0; p < nhdrs; ++p) {
     PoolHdr h{};
     set_shared_attr(h, attr);
@@ -311,7 +368,7 @@ std::error_code PoolMapping::check_headers(PoolAttr &attr_out) noexcept {
   if (nhdrs == 0) return {};
 
   HeaderPages pages;
-  if (auto ec = pages.map(parts_, nhdrs)) return ec;
+  if (auto ec = pages.map(parts_, nhdrs, base_)) return ec;
   std::vector<PoolHdr> h;
   h.reserve(nhdrs);
   for (size_t p = 0; p < nhdrs; ++p) h.push_back(pages.read(p));
@@ -370,7 +427,7 @@ std::error_code PoolMapping::set_attr(const PoolAttr *attr) noexcept {
     return errc(EINVAL);
   }
   HeaderPages pages;
-  if (auto ec = pages.map(parts_, nhdrs)) return ec;
+  if (auto ec = pages.map(parts_, nhdrs, base_)) return ec;
   const PoolAttr zeros{};
   const PoolAttr &a = zero ? zeros : *attr;
   for (size_t p = 0; p < nhdrs; ++p) {
@@ -464,6 +521,10 @@ std::error_code PoolMapping::remove_parts() noexcept {
   unmap();
   std::error_code first;
   for (auto &part : parts_) {
+    if (part.dax_align != 0) {  // a device is never unlinked
+      if (auto ec = zero_device_dax_header(part.path); ec && !first) first = ec;
+      continue;
+    }
     if (::unlink(part.path.c_str()) != 0 && !first) {
       first = last_errc();
       RPMEM_LOG_ERR("cannot unlink part '%s': %s", part.path.c_str(), first.message().c_str());
@@ -493,6 +554,26 @@ void PoolMapping::close_fds() noexcept {
     if (part.fd >= 0) ::close(part.fd);
     part.fd = -1;
   }
+}
+
+std::error_code zero_device_dax_header(const std::string &path) noexcept {
+  auto dax = device_dax(path);
+  if (!dax) return errc(EINVAL);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return last_errc();
+  const size_t len = std::max<size_t>(dax->align, kHdrSize);
+  void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  std::error_code ec;
+  if (p == MAP_FAILED) {
+    ec = last_errc();
+  } else {
+    std::memset(p, 0, kHdrSize);
+    pmem_persist(p, kHdrSize);
+    ::munmap(p, len);
+  }
+  ::close(fd);
+  if (ec) RPMEM_LOG_ERR("cannot zero the header of '%s': %s", path.c_str(), ec.message().c_str());
+  return ec;
 }
 
 }  // namespace rpmemd

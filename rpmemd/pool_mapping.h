@@ -71,11 +71,12 @@ class PoolMapping final : public MappedPool {
     std::string path;
     uint64_t size = 0;  // configured (== file) size
     int fd = -1;
-    bool created = false;   // created by open_parts(true)
-    bool map_sync = false;  // mapped with MAP_SYNC
-    size_t map_start = 0;   // pool offset of the first mapped byte
-    size_t map_len = 0;     // bytes mapped
-    off_t file_off = 0;     // file offset of the first mapped byte
+    bool created = false;    // created by open_parts(true)
+    bool map_sync = false;   // mapped with MAP_SYNC
+    size_t map_start = 0;    // pool offset of the first mapped byte
+    size_t map_len = 0;      // bytes mapped
+    off_t file_off = 0;      // file offset of the first mapped byte
+    uint64_t dax_align = 0;  // a device DAX: its alignment (0: a file)
   };
   class HeaderPages;  // the header pages of the parts that have one, mapped
 
@@ -92,6 +93,10 @@ class PoolMapping final : public MappedPool {
   bool is_pmem_ = false;
   bool in_ram_ = false;
 };
+
+// rpmemd --remove of a device DAX part (which is not unlinked): zeroes its
+// pool header, as PMDK did.
+std::error_code zero_device_dax_header(const std::string &path) noexcept;
 
 // A random RFC 4122 version 4 UUID, in PMDK's byte order (its struct uuid
 // with host-order fields, as pmempool prints it). EIO if getrandom fails.

@@ -145,12 +145,14 @@ rpmem::Result<PoolSet> parse_poolset(std::string_view text) {
       continue;
     }
     if (tok.size() != 2) return line_error(lineno, "size and path expected");
-    if (tok[0] == "AUTO")
-      return line_error(lineno, "size AUTO (device DAX) is not supported by rpmemd");
-    auto size = parse_poolset_size(tok[0]);
-    if (!size) return line_error(lineno, size.error().message);
     if (tok[1].front() != '/')
       return line_error(lineno, "incorrect path (must be an absolute one)");
+    if (tok[0] == "AUTO") {  // a device DAX's own size, resolved when it is opened
+      set.parts.push_back(PoolSetPart{0, std::string(tok[1])});
+      continue;
+    }
+    auto size = parse_poolset_size(tok[0]);
+    if (!size) return line_error(lineno, size.error().message);
     if (*size < rpmem::kMinPart)
       return line_error(lineno, "part size " + std::to_string(*size) + " is smaller than " +
                                     std::to_string(rpmem::kMinPart));

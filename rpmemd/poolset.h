@@ -10,8 +10,10 @@
 //   options     "OPTION SINGLEHDR" / "OPTION NOHDRS" (one or more per line,
 //               mutually exclusive)
 //   comments    '#' to the end of any line; blank lines; CRLF line ends
+//   AUTO        a part's size: a device DAX's own (size 0 here, resolved
+//               by resolve_device_dax when the set is loaded)
 // Refused (EINVAL, with a message): REPLICA lines (a remote pool set has one
-// replica), "AUTO" sizes (device DAX is not supported), relative paths, extra
+// replica), relative paths, extra
 // tokens, unknown options, no parts, a part smaller than rpmem::kMinPart, a
 // size that overflows 64 bits.
 #ifndef RPMEMD_POOLSET_H
@@ -28,7 +30,7 @@
 namespace rpmemd {
 
 struct PoolSetPart {
-  uint64_t size = 0;  // configured file size in bytes (>= rpmem::kMinPart)
+  uint64_t size = 0;  // configured file size in bytes (>= rpmem::kMinPart); 0: AUTO
   std::string path;   // absolute path, as written in the file
 };
 

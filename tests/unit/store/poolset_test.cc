@@ -141,9 +141,18 @@ TEST(PoolSetParse, RefusesMalformedPartLines) {
   expect_einval("PMEMPOOLSET\n2M /a /b\n", "size and path");
   expect_einval("PMEMPOOLSET\n2M relative/path\n", "absolute");
   expect_einval("PMEMPOOLSET\n2X /a\n", "suffix");
-  expect_einval("PMEMPOOLSET\nAUTO /dev/dax0.0\n", "AUTO");
+  expect_einval("PMEMPOOLSET\nAUTO dax0.0\n", "absolute");
   constexpr char kWithNul[] = "PMEMPOOLSET\n2M /a\0b\n";
   expect_einval(std::string(kWithNul, sizeof(kWithNul) - 1), "NUL");
+}
+
+// AUTO: a device DAX's own size, resolved when the set is loaded.
+TEST(PoolSetParse, AutoSizeIsLeftToTheDevice) {
+  auto r = parse_poolset("PMEMPOOLSET\nAUTO /dev/dax0.0\nOPTION SINGLEHDR\n");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r.value().parts.size(), 1u);
+  EXPECT_EQ(r.value().parts[0].size, 0u);
+  EXPECT_EQ(r.value().parts[0].path, "/dev/dax0.0");
 }
 
 TEST(PoolSetParse, ErrorNamesTheLine) { expect_einval("PMEMPOOLSET\n2M /a\n\n5Q /b\n", "line 4"); }

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Device DAX parts: what sysfs says of them.
+#include "rpmemd/pool_device_dax.h"
+
+#include "common/error.h"
+#include "common/log.h"
+#include "common/pool_attr.h"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <cstdlib>
+#include <fstream>
+
+namespace rpmemd {
+
+namespace {
+
+using rpmem::errc;
+
+std::optional<uint64_t> read_number(const std::string &file) {
+  std::ifstream in(file);
+  uint64_t v = 0;
+  if (!(in >> v)) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::optional<DeviceDax> device_dax(const std::string &path, const std::string &sysfs_root) noexcept
+    try {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return std::nullopt;
+  const std::string dev = sysfs_root + "/dev/char/" + std::to_string(major(st.st_rdev)) + ":" +
+                          std::to_string(minor(st.st_rdev));
+  char *subsystem = ::realpath((dev + "/subsystem").c_str(), nullptr);
+  if (!subsystem) return std::nullopt;
+  const std::string s(subsystem);
+  std::free(subsystem);
+  if (s != sysfs_root + "/bus/dax" && s != sysfs_root + "/class/dax") return std::nullopt;
+  DeviceDax d;
+  auto size = read_number(dev + "/size");
+  auto align = read_number(dev + "/align");
+  if (!align) align = read_number(dev + "/device/align");  // older kernels
+  if (!size || !align || *align == 0) return std::nullopt;
+  d.size = *size;
+  d.align = *align;
+  return d;
+} catch (...) {
+  return std::nullopt;
+}
+
+std::error_code resolve_device_dax(PoolSet &set, const std::string &sysfs_root) noexcept {
+  size_t daxes = 0;
+  for (auto &part : set.parts) {
+    auto dax = device_dax(part.path, sysfs_root);
+    if (!dax) {
+      if (part.size == 0) {
+        RPMEM_LOG_ERR("part '%s': size autodetection is supported only for device dax",
+                      part.path.c_str());
+        return errc(EINVAL);
+      }
+      continue;
+    }
+    ++daxes;
+    if (part.size == 0) part.size = dax->size;
+    if (part.size < rpmem::kMinPart) {
+      RPMEM_LOG_ERR("device dax '%s' is smaller than the smallest part (%zu bytes)",
+                    part.path.c_str(), rpmem::kMinPart);
+      return errc(EINVAL);
+    }
+    if (part.size != dax->size) {
+      RPMEM_LOG_ERR("size of device dax '%s' (%llu) does not match the pool set (%llu)",
+                    part.path.c_str(), static_cast<unsigned long long>(dax->size),
+                    static_cast<unsigned long long>(part.size));
+      return errc(EINVAL);
+    }
+    if (set.parts.size() > 1 && !set.single_hdr && !set.no_hdrs && dax->align != 4096) {
+      RPMEM_LOG_ERR(
+          "Multiple DAX devices with alignment other than 4KB. Use the SINGLEHDR "
+          "poolset option.");
+      return errc(EINVAL);
+    }
+  }
+  if (daxes != 0 && daxes != set.parts.size()) {
+    RPMEM_LOG_ERR("either all the parts must be Device DAX or none");
+    return errc(EINVAL);
+  }
+  return {};
+}
+
+}  // namespace rpmemd

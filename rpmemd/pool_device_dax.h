@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Device DAX parts of a pool set (/dev/daxX.Y, as PMDK allowed): the whole
+// device is the part, its size and alignment come from sysfs, nothing is
+// created or unlinked. Thread-safe (reads sysfs only).
+#ifndef RPMEMD_POOL_DEVICE_DAX_H
+#define RPMEMD_POOL_DEVICE_DAX_H
+
+#include "rpmemd/poolset.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <system_error>
+
+namespace rpmemd {
+
+struct DeviceDax {
+  uint64_t size = 0;   // bytes of the device
+  uint64_t align = 0;  // its mapping alignment (4 KiB, 2 MiB, 1 GiB)
+};
+
+// The device DAX at `path`, or nullopt when `path` is not one (a regular
+// file, a missing path). `sysfs_root`: "/sys", for tests.
+std::optional<DeviceDax> device_dax(const std::string &path,
+                                    const std::string &sysfs_root = "/sys") noexcept;
+
+// PMDK's rules for the parts of a set: the size AUTO (PoolSetPart::size 0)
+// becomes the device's size and is allowed only on a device DAX; every part
+// is a device DAX or none is; several devices need an alignment of 4 KiB
+// unless SINGLEHDR or NOHDRS (the later parts are then mapped from their
+// first byte). EINVAL with a log line otherwise.
+std::error_code resolve_device_dax(PoolSet &set, const std::string &sysfs_root = "/sys") noexcept;
+
+}  // namespace rpmemd
+
+#endif  // RPMEMD_POOL_DEVICE_DAX_H
