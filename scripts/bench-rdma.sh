@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
-# Software overhead of the verbs provider, on soft-RoCE in the rdma-vm VM:
+# Software overhead of the verbs provider, on soft-RoCE in the project's VM
+# (tests/vm/run):
 # perftest's ib_write_lat / ib_send_lat / ib_read_lat (the device alone),
 # then tools/rpmem-bench through librpmem over verbs (tcp disabled) and over
 # tcp (verbs disabled), in the same boot. Figures under TCG emulation are
@@ -10,26 +11,17 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$top/build-dev}" && pwd -P)
 shift || true
-shared=${RPMEM_SHARED:-$top/../shared}
-vm="$shared/tools/rdma-vm/run-in-rdma-vm"
 opts=${*:--b 64,4K,64K,1M -l 1,2 -d 2 -r 3 -o persist,relaxed,flush,read}
+. "$top/scripts/vm-lib.sh"
+vm_ready bench-rdma || exit 0
+vm_verbs_build bench-rdma "$build"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ -z "${RDMA_VM_QEMU:-}" ] && [ -w /dev/kvm ] && ! bash "$vm" --timeout 120 -- true >/dev/null 2>&1
-then  # as in scripts/test-rdma.sh: KVM present but unable to run the guest
-  printf '%s\n' '#!/usr/bin/env bash' 'args=()' 'while [ $# -gt 0 ]; do' \
-    '  case "$1" in -accel) [ "${2%%,*}" = kvm ] && { args+=(-accel tcg,thread=multi); shift 2; continue; } ;;' \
-    '  -cpu) [ "$2" = host ] && { args+=(-cpu max); shift 2; continue; } ;; esac' \
-    '  args+=("$1"); shift' 'done' 'exec qemu-system-x86_64 "${args[@]}"' >"$tmp/qemu-tcg"
-  chmod +x "$tmp/qemu-tcg"
-  export RDMA_VM_QEMU="$tmp/qemu-tcg"
-fi
-
 cat >"$tmp/guest.sh" <<GUEST
 #!/bin/bash
 set -u
-DEV=\$RDMA_VM_DEV IP=\$RDMA_VM_IP
+DEV=\$RPMEM_VM_DEV IP=\$RPMEM_VM_IP
 lat() {  # tool size: perftest prints half the round trip
   \$1 -d \$DEV -n 2000 -F -s \$2 >/dev/null 2>&1 & srv=\$!
   for try in 1 2 3 4 5 6 7 8 9 10; do
@@ -49,6 +41,4 @@ echo "== rpmem-bench over tcp (RPMEM_ENABLE_VERBS=0)"
 env -u FAKE_SSH_CONNECTION RPMEM_ENABLE_VERBS=0 $top/tools/rpmem-bench/run-local.sh $build -S 128M --remove --no-raw $opts
 GUEST
 chmod +x "$tmp/guest.sh"
-bash "$vm" --timeout 1500 --mem 2048 --copy "$tmp/guest.sh" --copy "$build/rpmemd" \
-  --copy "$build/tools/rpmem-bench" --copy "$top/tools/rpmem-bench/run-local.sh" \
-  --copy "$top/tools/local-ssh" -- "$tmp/guest.sh"
+"$vm" --timeout 1500 --mem 2048 --share "$tmp" -- "$tmp/guest.sh"

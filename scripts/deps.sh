@@ -13,7 +13,7 @@ packages=(
   clang libclang-rt-14-dev
   systemd dpkg-dev file
   qemu-system-x86 busybox-static cpio xz-utils ibverbs-providers ibverbs-utils
-  rdmacm-utils perftest
+  rdmacm-utils perftest linux-image-amd64 ndctl daxctl e2fsprogs
   debhelper lintian
 )
 missing=()

@@ -3,27 +3,34 @@
 # Power cuts: is what rpmem_persist(), rpmem_deep_persist() and
 # rpmem_flush() + rpmem_drain() acknowledged on the target's disk after the
 # target loses its power? For each transport and each cut: a VM
-# (../shared/tools/rdma-vm) with a fresh ext4 disk image runs rpmemd (through
+# (tests/vm/run) with a fresh ext4 disk image runs rpmemd (through
 # the ssh stand-in) and tests/powercut/powercut_client, whose pool's two part
-# files live on that disk; the host watches the client's acknowledgements on
-# the console and, after a random few hundred of them, kills qemu with
+# files live on that disk; the host watches the client's acknowledgements in
+# its output and, after a random few hundred of them, kills qemu with
 # SIGKILL (the guest's page cache is lost; what it wrote to its disk stays in
 # the image). Then, from a copy of the image alone (e2fsck -fy replays the
 # journal, debugfs dumps the parts, nothing is mounted), powercut_verify
 # checks that every acknowledged byte is there.
 #   scripts/test-powercut.sh [BUILD_DIR]     default: build-dev
+# Once per transport (RPMEM_POWERCUT_PMEM_CUTS, default 1) the pool is on an
+# emulated NVDIMM instead (fsdax, ext4 -o dax), whose backing file stands
+# in for the media: from a copy of /dev/pmem0's bytes in that file, the same
+# check. With share=on every store of the guest reaches the file at once,
+# so a missing cache flush (pmem_persist) cannot show there; what this cut
+# proves is the path (the fsdax medium, the bounded landing path over
+# verbs), the pool header and the layout of the parts after a cut.
 # Environment: RPMEM_POWERCUT_CUTS (cuts per transport, default 3),
 # RPMEM_POWERCUT_TRANSPORTS (default "tcp verbs"), RPMEM_POWERCUT_SEED (the
 # first cut's seed; later cuts add 1), RPMEM_POWERCUT_ACKS (acknowledgements
-# before the cut; default random in 200..799), RPMEM_SHARED (where shared/ is).
-# Skips (exit 0, with a reason) without the VM tool or the e2fsprogs tools;
-# skips verbs when BUILD_DIR has no verbs provider. A failed cut keeps its
-# console log and dumped parts in BUILD_DIR/powercut-failed/.
+# before the cut; default random in 200..799).
+# Fails when the VM cannot boot, the e2fsprogs tools are missing or (for
+# verbs) BUILD_DIR has no verbs provider; RPMEM_SKIP_VM=1 skips it on
+# purpose. A failed cut keeps its output and dumped parts in
+# BUILD_DIR/powercut-failed/.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$top/build-dev}" && pwd -P)
-shared=${RPMEM_SHARED:-$top/../shared}
-vm="$shared/tools/rdma-vm/run-in-rdma-vm"
+. "$top/scripts/vm-lib.sh"
 cuts=${RPMEM_POWERCUT_CUTS:-3}
 transports=${RPMEM_POWERCUT_TRANSPORTS:-tcp verbs}
 lanes=4
@@ -31,14 +38,11 @@ max_steps=1000000     # per lane; the power goes long before
 ack_limit=300         # seconds to wait for the acknowledgements of one cut
 vm_timeout=420
 
-if [ ! -f "$vm" ]; then
-  echo "test-powercut: SKIPPED: no $vm (the shared/ folder beside the checkout)"
-  exit 0
-fi
+vm_ready test-powercut || exit 0
 for tool in mkfs.ext4 e2fsck debugfs; do
   if ! PATH=$PATH:/sbin:/usr/sbin command -v $tool >/dev/null; then
-    echo "test-powercut: SKIPPED: no $tool (e2fsprogs)"
-    exit 0
+    echo "test-powercut: FAILED: no $tool (apt-get install e2fsprogs)"
+    exit 1
   fi
 done
 export PATH=$PATH:/sbin:/usr/sbin
@@ -58,19 +62,25 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-. "$top/scripts/vm-qemu.sh"
-use_tcg_if_kvm_fails "$vm" "$tmp" test-powercut
 
 # The guest side: the ext4 disk at /mnt holds the parts; the pool set, the
 # daemon's config and log live in the guest's RAM.
 mkdir "$tmp/guest"
 cat >"$tmp/guest/run.sh" <<'GUEST'
-# run.sh TRANSPORT BUILD TOP SEED LANES MAX_STEPS
+# run.sh TRANSPORT BUILD TOP SEED LANES MAX_STEPS MEDIUM
 set -e
-transport=$1 build=$2 top=$3
-mount -t ext4 /dev/vda /mnt
-mkdir -p /mnt/pool /tmp/pc/sets
-printf 'PMEMPOOLSET\n2097152 /mnt/pool/a.part\n2097152 /mnt/pool/b.part\n' >/tmp/pc/sets/pc.set
+transport=$1 build=$2 top=$3 medium=$7
+if [ "$medium" = pmem ]; then
+  # ext4 -o dax on /dev/pmem0, mounted by the VM at /mnt/pmem; the host
+  # finds its bytes in the NVDIMM's backing file at this offset.
+  root=$RPMEM_VM_PMEM_DIR
+  echo "pmem-fs $RPMEM_VM_PMEM_OFFSET $(blockdev --getsize64 /dev/pmem0)"
+else
+  mount -t ext4 /dev/vda /mnt
+  root=/mnt
+fi
+mkdir -p $root/pool /tmp/pc/sets
+printf 'PMEMPOOLSET\n2097152 %s/pool/a.part\n2097152 %s/pool/b.part\n' $root $root >/tmp/pc/sets/pc.set
 printf 'poolset-dir = /tmp/pc/sets\nlog-file = /tmp/pc/rpmemd.log\nlog-level = info\n' \
   >/tmp/pc/rpmemd.conf
 sync
@@ -82,7 +92,7 @@ case $transport in
   verbs)
     # No tcp to fall back to; rpmemd serves its lanes on the RDMA address.
     export RPMEM_ENABLE_SOCKETS=0
-    export FAKE_SSH_CONNECTION="$RDMA_VM_IP 50000 $RDMA_VM_IP 22" ;;
+    export FAKE_SSH_CONNECTION="$RPMEM_VM_IP 50000 $RPMEM_VM_IP 22" ;;
 esac
 rc=0
 "$build/tests/powercut/powercut_client" 127.0.0.1 pc.set "$4" "$5" "$6" || rc=$?
@@ -95,25 +105,31 @@ summary=()
 failed=0
 seed=${RPMEM_POWERCUT_SEED:-$(((RANDOM << 15) | RANDOM))}
 
-# run_cut TRANSPORT N: one boot, one power cut, one check; 0 when nothing was lost.
+# run_cut TRANSPORT N MEDIUM: one boot, one power cut, one check; 0 when
+# nothing was lost. MEDIUM: disk (an ext4 disk image) or pmem (the NVDIMM).
 run_cut() {
-  local t=$1 n=$2 d="$tmp/$1-$2" rdma=none acks rc=0 cut=0 got=0 t0=$SECONDS
+  local t=$1 n=$2 medium=$3 d="$tmp/$1-$3-$2" rdma=none acks rc=0 cut=0 got=0 t0=$SECONDS
+  local store=()
   acks=${RPMEM_POWERCUT_ACKS:-$((200 + RANDOM % 600))}
   [ "$t" = verbs ] && rdma=rxe
   mkdir "$d"
-  truncate -s 64M "$d/disk.img"
-  mkfs.ext4 -q -F "$d/disk.img"
-  echo "--- $t cut $n: seed $seed, power cut after $acks acknowledgements"
+  if [ "$medium" = pmem ]; then
+    truncate -s 256M "$d/pmem.img"
+    store=(--pmem "256:$d/pmem.img" --pmem-mode fsdax)
+  else
+    truncate -s 64M "$d/disk.img"
+    mkfs.ext4 -q -F "$d/disk.img"
+    store=(--disk "$d/disk.img")
+  fi
+  echo "--- $t cut $n, pool on $medium: seed $seed, power cut after $acks acknowledgements"
   rm -f "$tmp/qemu.pid"
   : >"$d/console.log"
   # cache=writeback: the guest's writes go to the host's page cache, which
   # survives (the host does not crash), so the image holds exactly what the
   # guest had written to its disk when qemu died, and nothing it had not.
-  bash "$vm" --timeout "$vm_timeout" --rdma "$rdma" --qemu-pidfile "$tmp/qemu.pid" \
-    --drive "file=$d/disk.img,if=virtio,format=raw,cache=writeback" \
-    --copy "$build/rpmemd" --copy "$client" --copy "$top/tools/local-ssh" \
-    --copy "$tmp/guest/run.sh" \
-    -- sh "$tmp/guest/run.sh" "$t" "$build" "$top" "$seed" "$lanes" "$max_steps" \
+  "$vm" --timeout "$vm_timeout" --rdma "$rdma" --qemu-pidfile "$tmp/qemu.pid" \
+    "${store[@]}" --share "$tmp/guest" \
+    -- sh "$tmp/guest/run.sh" "$t" "$build" "$top" "$seed" "$lanes" "$max_steps" "$medium" \
     >"$d/console.log" 2>&1 &
   vm_job=$!
   while kill -0 "$vm_job" 2>/dev/null; do
@@ -134,8 +150,22 @@ run_cut() {
     keep "$d"
     return 1
   fi
-  cp --sparse=always "$d/disk.img" "$d/copy.img"
-  rm -f "$d/disk.img"
+  if [ "$medium" = pmem ]; then
+    # /dev/pmem0's bytes, as the NVDIMM held them at the cut.
+    local off size
+    read -r off size < <(sed -n 's/^pmem-fs \([0-9]*\) \([0-9]*\)$/\1 \2/p' "$d/console.log")
+    if [ -z "${off:-}" ] || [ -z "${size:-}" ]; then
+      echo "test-powercut: $t cut $n on pmem: FAILED: the guest did not say where /dev/pmem0 is"
+      keep "$d"
+      return 1
+    fi
+    dd if="$d/pmem.img" of="$d/copy.img" bs=1M iflag=skip_bytes,count_bytes skip="$off" \
+      count="$size" conv=sparse status=none
+    rm -f "$d/pmem.img"
+  else
+    cp --sparse=always "$d/disk.img" "$d/copy.img"
+    rm -f "$d/disk.img"
+  fi
   rc=0
   e2fsck -fy "$d/copy.img" >"$d/e2fsck.log" 2>&1 || rc=$?
   if [ $rc -ge 4 ]; then
@@ -157,7 +187,7 @@ run_cut() {
   rc=0
   "$verify" "$d/console.log" "$d/a.part" "$d/b.part" >"$d/verify.log" 2>&1 || rc=$?
   sed 's/^/  /' "$d/verify.log"
-  summary+=("$t cut $n (seed $seed, cut after $got acks, $((SECONDS - t0)) s): $(
+  summary+=("$t cut $n, $medium (seed $seed, cut after $got acks, $((SECONDS - t0)) s): $(
     sed -n 's/^powercut_verify: //p' "$d/verify.log" | head -n1)")
   if [ $rc -ne 0 ]; then
     echo "test-powercut: $t cut $n: FAILED (verifier status $rc)"
@@ -177,12 +207,13 @@ keep() {  # keep a failed cut's evidence (no images)
 
 start=$SECONDS
 for t in $transports; do
-  if [ "$t" = verbs ] && ! ldd "$build/rpmemd" 2>/dev/null | grep -q librdmacm; then
-    echo "test-powercut: verbs SKIPPED: $build was built without the verbs provider"
-    continue
-  fi
+  [ "$t" = verbs ] && vm_verbs_build test-powercut "$build"
   for n in $(seq 1 "$cuts"); do
-    run_cut "$t" "$n" || failed=1
+    run_cut "$t" "$n" disk || failed=1
+    seed=$((seed + 1))
+  done
+  for n in $(seq 1 "${RPMEM_POWERCUT_PMEM_CUTS:-1}"); do
+    run_cut "$t" "$n" pmem || failed=1
     seed=$((seed + 1))
   done
 done

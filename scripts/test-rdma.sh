@@ -5,8 +5,10 @@
 # nothing silently falls back to it.
 #   scripts/test-rdma.sh [BUILD_DIR]     default: build-dev
 # RPMEM_RDMA_POOLS: where the daemon's pools live in the guest, one or more
-# of tmpfs (default), disk (ext4 on a virtio disk: the page cache) and
-# fsdax (ext4 -o dax on an emulated NVDIMM); one boot each.
+# of tmpfs, disk (ext4 on a virtio disk: the page cache, the bounded landing
+# path) and fsdax (ext4 -o dax on an emulated NVDIMM: the bounded path on
+# pmem); default all three, one boot each. On tmpfs every test runs; on
+# the others those whose subject is the medium (vm_media_tests).
 # Fails when the VM cannot boot or BUILD_DIR has no verbs provider;
 # RPMEM_SKIP_VM=1 skips it on purpose.
 set -euo pipefail
@@ -31,23 +33,27 @@ exclude='HostileDaemon\.|Stranger\.|NetCut\.|ServiceCrowd\.|ServiceAtSoftLimit\.
 tmp=$(mktemp -d /tmp/rpmem-test-rdma.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 failed=()
-for pools in ${RPMEM_RDMA_POOLS:-tmpfs}; do
-  args=() dir=/tmp setup=""
+for pools in ${RPMEM_RDMA_POOLS:-tmpfs disk fsdax}; do
+  args=() dir=/tmp setup="" select=() medium=""
   case $pools in
     tmpfs) ;;
     disk)
       truncate -s 2G "$tmp/disk.img"
       mkfs.ext4 -q -F "$tmp/disk.img"
       args+=(--disk "$tmp/disk.img")
-      setup="mount /dev/vda /mnt && mkdir -p /mnt/pools &&" dir=/mnt/pools ;;
-    fsdax) args+=(--pmem 1536 --pmem-mode fsdax) dir=/mnt/pmem ;;
+      setup="mount /dev/vda /mnt && mkdir -p /mnt/pools &&" dir=/mnt/pools
+      select=(-R "$vm_media_tests") ;;
+    fsdax)
+      args+=(--pmem 1536 --pmem-mode fsdax) dir=/mnt/pmem medium=pmem
+      select=(-R "$vm_media_tests") ;;
     *) echo "test-rdma: RPMEM_RDMA_POOLS: unknown '$pools' (tmpfs, disk, fsdax)"; exit 2 ;;
   esac
   echo "=== test rdma (verbs on soft-RoCE in a VM; tcp disabled; pools on $pools)"
   rc=0
   "$vm" --timeout "${RPMEM_RDMA_VM_TIMEOUT:-1500}" --mem 3072 "${args[@]}" \
     --env RPMEM_TEST_TRANSPORT=verbs --env RPMEM_ENABLE_SOCKETS=0 --env RPMEM_TEST_DIR="$dir" \
-    -- sh -c "$setup exec ctest --test-dir '$build' --output-on-failure --timeout 300 -L 'loopback|rdma' -E '$exclude'" ||
+    --env RPMEM_TEST_MEDIUM="$medium" \
+    -- sh -c "$setup exec ctest --test-dir '$build' --output-on-failure --timeout 300 -L 'loopback|rdma' -E '$exclude' ${select[*]:+${select[0]} '${select[1]}'}" ||
     rc=$?
   rm -f "$tmp/disk.img"
   [ $rc = 0 ] || failed+=("$pools (status $rc)")

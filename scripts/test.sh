@@ -5,12 +5,19 @@
 # processes and a private sshd), then the same under ASan+UBSan and TSan.
 #   scripts/test.sh            everything
 #   scripts/test.sh --quick    the developer build only
+# The suites that need a kernel of their own (verbs on soft-RoCE, power
+# cuts, persistent memory) boot the project's VM (tests/vm/run); when it
+# cannot boot they fail. RPMEM_SKIP_VM=1 skips them on purpose, and the last
+# line then says which were skipped.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 quick=0
 [ "${1:-}" = "--quick" ] && quick=1
 
 "$top/scripts/deps.sh"
+export RPMEM_SKIP_REPORT
+RPMEM_SKIP_REPORT=$(mktemp /tmp/rpmem-skipped.XXXXXX)
+trap 'rm -f "$RPMEM_SKIP_REPORT"' EXIT
 
 run_suite() {  # name, cmake options...
   local dir="$top/build-$1"
@@ -25,6 +32,12 @@ run_suite() {  # name, cmake options...
 
 run_suite dev -DCMAKE_BUILD_TYPE=RelWithDebInfo
 if [ $quick -eq 0 ]; then
+  if [ "${RPMEM_SKIP_VM:-0}" = 1 ]; then
+    echo "vm-selftest: SKIPPED (RPMEM_SKIP_VM=1)"
+    echo vm-selftest >>"$RPMEM_SKIP_REPORT"
+  else
+    "$top/tests/vm/selftest"  # the VM harness itself
+  fi
   "$top/scripts/test-rdma.sh" "$top/build-dev"  # verbs on soft-RoCE in a VM
   "$top/scripts/test-powercut.sh" "$top/build-dev"  # power cuts of a VM target, tcp and verbs
   "$top/tests/packaging/test-packages.sh" "$top/build-pkg"
@@ -36,4 +49,7 @@ if [ $quick -eq 0 ]; then
   CTEST_ARGS="-LE tls-lanes" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     run_suite tsan -DCMAKE_BUILD_TYPE=Debug -DRPMEM_SANITIZE=thread
   "$top/scripts/fuzz.sh" "${RPMEM_FUZZ_SECONDS:-20}"
+fi
+if [ -s "$RPMEM_SKIP_REPORT" ]; then
+  echo "scripts/test.sh: SKIPPED on purpose (RPMEM_SKIP_VM=1), so NOT tested: $(tr '\n' ' ' <"$RPMEM_SKIP_REPORT")"
 fi

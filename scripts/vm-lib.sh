@@ -29,3 +29,9 @@ vm_verbs_build() {
     exit 1
   fi
 }
+# The integration tests whose subject is the pool's medium (the data path,
+# the pool files, the daemon's persist): what runs again with the pools on
+# another medium. The others (the service, its TLS policy, the private
+# sshd, the caps) test the control channel, the same on every medium.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+vm_media_tests='^(Replication|Errno|Faults|Soak|Words|Apm|FullFs|HostileClient|HostileLane|SshDeath)\.'

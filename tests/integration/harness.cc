@@ -218,6 +218,13 @@ rpmem_pool_attr sample_attr(uint8_t seed) {
   return a;
 }
 
+std::string test_medium() {
+  const char *m = std::getenv("RPMEM_TEST_MEDIUM");
+  if (m && std::string(m) == "pmem") return "pmem";
+  const char *base = std::getenv("RPMEM_TEST_DIR");
+  return in_ram(base && *base ? base : "/tmp") ? "ram" : "disk";
+}
+
 std::string test_ip() {
   const char *ip = std::getenv("RPMEM_VM_IP");
   return verbs_only() && ip && *ip ? ip : "127.0.0.1";

@@ -91,6 +91,9 @@ bool in_ram(const std::string &dir);
 void set_env(const char *name, const std::string &value);
 // RPMEM_TEST_TRANSPORT=verbs: every Target disables tcp (RPMEM_ENABLE_SOCKETS=0).
 bool verbs_only();
+// What holds the daemon's pools: "pmem" (RPMEM_TEST_MEDIUM=pmem, set by the
+// scripts that put RPMEM_TEST_DIR on an NVDIMM), else "ram" (tmpfs) or "disk".
+std::string test_medium();
 
 // True when bytes [off, off+len) of a and b are equal; explains otherwise.
 ::testing::AssertionResult same_bytes(const uint8_t *a, const uint8_t *b, size_t off, size_t len);

@@ -433,17 +433,61 @@ TEST_F(Replication, DaemonLogsThePersistencyPolicy) {
   ASSERT_NE(rpp, nullptr);
   ASSERT_EQ(rpmem_close(rpp), 0);
   auto log = target_.log_text();
+  const std::string medium = test_medium();
   EXPECT_NE(log.find("persistency policy:"), std::string::npos) << log;
   EXPECT_NE(log.find("    persist method: General Purpose Server Persistency Method"),
             std::string::npos);
-  EXPECT_NE(log.find("    persist flush: pmem_msync"), std::string::npos);
-  // The medium, from the file system that holds the part.
-  EXPECT_NE(log.find(in_ram(target_.dir())
-                         ? "    medium: a file in RAM (tmpfs): durable as RAM is"
-                         : "    medium: a file in the page cache, written back to its disk on "
-                           "persist"),
+  EXPECT_NE(log.find(medium == "pmem" ? "    persist flush: pmem_persist"
+                                      : "    persist flush: pmem_msync"),
             std::string::npos)
       << log;
+  // The medium, from the file system that holds the part.
+  EXPECT_NE(log.find(medium == "pmem"  ? "    medium: persistent memory"
+                     : medium == "ram" ? "    medium: a file in RAM (tmpfs): durable as RAM is"
+                                       : "    medium: a file in the page cache, written back to "
+                                         "its disk on persist"),
+            std::string::npos)
+      << log;
+  // Over verbs, where the NIC writes and why.
+  if (verbs_only()) {
+    EXPECT_NE(log.find(medium == "ram" ? "    RDMA writes: into the pool itself (a file in RAM)"
+                       : medium == "pmem"
+                           ? "KiB (verbs-window), copied into the pool by rpmemd: the pool is "
+                             "persistent memory that cannot be registered"
+                           : "KiB (verbs-window), copied into the pool by rpmemd: the pool is a "
+                             "file in the page cache"),
+              std::string::npos)
+        << log;
+  }
+}
+
+// Flushes of 48 times rpmemd's smallest verbs window (32 KiB) before one
+// drain, in pieces of every size and with rewrites: over verbs the client
+// waits for room in its window as the daemon copies, over tcp the daemon's
+// table of posted flushes overflows; either way every byte is in the part.
+TEST_F(Replication, FlushStreamMuchLargerThanTheDaemonsWindowLosesNothing) {
+  set_env("RPMEM_CMD", target_.rpmemd_cmd("--verbs-window 32K"));
+  target_.write_poolset("p.set", kOnePart, "OPTION NOHDRS\n");
+  nlanes_ = 1;
+  RPMEMpool *rpp = create("p.set", nullptr);
+  ASSERT_NE(rpp, nullptr);
+  std::vector<uint8_t> expect(kPool, 0);
+  uint32_t x = 99;
+  for (size_t sent = 0; sent < 48 * 32 * 1024;) {
+    x = x * 1103515245u + 12345u;
+    const size_t len = 1 + (x >> 8) % 50000;
+    const size_t off = (x >> 3) % (kPool - len);
+    local_.fill(off, len, static_cast<uint8_t>(x >> 24));
+    ASSERT_EQ(rpmem_flush(rpp, off, len, 0, (x & 1) ? RPMEM_FLUSH_RELAXED : 0), 0)
+        << rpmem_errormsg();
+    std::memcpy(expect.data() + off, local_.data() + off, len);
+    sent += len;
+  }
+  ASSERT_EQ(rpmem_drain(rpp, 0, 0), 0) << rpmem_errormsg();
+  auto r = remote(kOnePart, false);
+  ASSERT_EQ(r.size(), kPool);
+  EXPECT_TRUE(same_bytes(r.data(), expect.data(), 0, kPool));
+  EXPECT_EQ(rpmem_close(rpp), 0) << rpmem_errormsg();
 }
 
 TEST_F(Replication, RpmemCmdMayCarryAssignmentsAndOptions) {

@@ -9,6 +9,8 @@
 #   pmdk_test.sh SCENARIO      (environment: RPMEM_LIB_DIR RPMEMD LOCAL_SSH
 #                               OBJ_REMOTE, set by tests/pmdk/CMakeLists.txt)
 # Scenarios: obj singlehdr pmempool two_remotes sds_off evil_replica
+# RPMEM_PMDK_TARGET_DIR: where the targets keep their parts (default: with
+# the client's, under /tmp).
 set -euo pipefail
 
 scenario=${1:?scenario}
@@ -17,10 +19,14 @@ scenario=${1:?scenario}
 
 W=$(mktemp -d /tmp/rpmem-pmdk.XXXXXX)
 chmod 755 "$W"
-trap 'rm -rf "$W"' EXIT
+# The targets' pool set directories and parts: under $W, or on the medium
+# RPMEM_PMDK_TARGET_DIR names (scripts/test-pmem.sh: fsdax pmem).
+T=$W
+[ -n "${RPMEM_PMDK_TARGET_DIR:-}" ] && T=$(mktemp -d "$RPMEM_PMDK_TARGET_DIR/rpmem-pmdk.XXXXXX")
+trap 'rm -rf "$W" "$T"' EXIT
 mkdir -p "$W/client"
 
-die() { echo "FAIL ($scenario): $*" >&2; for l in "$W"/t*/rpmemd.log; do [ -f "$l" ] && tail -20 "$l" >&2; done; exit 1; }
+die() { echo "FAIL ($scenario): $*" >&2; for l in "$T"/t*/rpmemd.log; do [ -f "$l" ] && tail -20 "$l" >&2; done; exit 1; }
 say() { echo "--- $*"; }
 # created LOG SET: rpmemd's log (PMDK's layout) shows a create request for
 # pool set SET answered with status 0.
@@ -47,14 +53,14 @@ client_fails() {
 # Target side: Debian's stock tools only, no librpmem, no rpmemd.
 target() { echo "+ $*"; env -u LD_LIBRARY_PATH -u RPMEM_CMD timeout 120 "$@" || die "target command failed: $*"; }
 
-# new_target N: a pool set directory and rpmemd config under $W/tN.
+# new_target N: a pool set directory and rpmemd config under $T/tN.
 new_target() {
-  local t="$W/t$1"
+  local t="$T/t$1"
   mkdir -p "$t/poolsets" "$t/parts"
   printf 'poolset-dir = %s\nlog-file = %s\nlog-level = info\n' "$t/poolsets" "$t/rpmemd.log" \
     > "$t/rpmemd.conf"
 }
-rpmemd_cmd() { echo "$RPMEMD -c $W/t$1/rpmemd.conf"; }
+rpmemd_cmd() { echo "$RPMEMD -c $T/t$1/rpmemd.conf"; }
 # poolset FILE [OPTION-LINE] PART... (PART = "SIZE PATH" or "REPLICA ...")
 poolset() {
   local f=$1; shift
@@ -75,8 +81,8 @@ check_replica() {
   local opt="" size=0 p
   local parts=("$@")
   say "target t$t: $set is a PMDK pool"
-  [ "${#parts[@]}" -eq 1 ] && target pmempool check -v "$W/t$t/poolsets/$set"
-  target pmempool info -f obj "$W/t$t/poolsets/$set" > "$W/info.txt"
+  [ "${#parts[@]}" -eq 1 ] && target pmempool check -v "$T/t$t/poolsets/$set"
+  target pmempool info -f obj "$T/t$t/poolsets/$set" > "$W/info.txt"
   grep -q "^Signature *: PMEMOBJ" "$W/info.txt" || die "remote signature"
   grep -q "^Layout *: rpmem-pmdk-test" "$W/info.txt" || die "remote layout"
   grep -q "^Checksum .*\[OK\]" "$W/info.txt" || die "remote checksums"
@@ -88,7 +94,7 @@ check_replica() {
   [ "$(hdr_field "${parts[0]}" "Previous replica UUID")" = "$(hdr_field "$local0" "UUID")" ] ||
     [ "$(hdr_field "${parts[0]}" "Next replica UUID")" = "$(hdr_field "$local0" "UUID")" ] ||
     die "remote replica is not linked to the client's replica"
-  grep -q "^OPTION SINGLEHDR" "$W/t$t/poolsets/$set" && opt="OPTION SINGLEHDR"
+  grep -q "^OPTION SINGLEHDR" "$T/t$t/poolsets/$set" && opt="OPTION SINGLEHDR"
   if [ -n "$opt" ]; then  # later parts have no header
     target pmempool info "${parts[0]}" > /dev/null
   else
@@ -101,15 +107,15 @@ check_replica() {
     old+=("$(stat -c %s "$p") $p")
     size=$((size + $(stat -c %s "$p")))
   done
-  new="$size $W/t$t/parts/takeover.part0"
-  poolset "$W/t$t/takeover.set" ${opt:+"$opt"} "${old[@]}" "REPLICA" "$new"
-  target pmempool sync -v "$W/t$t/takeover.set"
-  target "$OBJ_REMOTE" verify "$W/t$t/takeover.set" "$n" "$seed"
-  target pmempool check -v "$W/t$t/takeover.set"
-  target pmempool info "$W/t$t/takeover.set" > /dev/null
+  new="$size $T/t$t/parts/takeover.part0"
+  poolset "$T/t$t/takeover.set" ${opt:+"$opt"} "${old[@]}" "REPLICA" "$new"
+  target pmempool sync -v "$T/t$t/takeover.set"
+  target "$OBJ_REMOTE" verify "$T/t$t/takeover.set" "$n" "$seed"
+  target pmempool check -v "$T/t$t/takeover.set"
+  target pmempool info "$T/t$t/takeover.set" > /dev/null
   # The copy that sync made, as the master replica, holds every object too.
-  poolset "$W/t$t/swapped.set" ${opt:+"$opt"} "$new" "REPLICA" "${old[@]}"
-  target "$OBJ_REMOTE" verify "$W/t$t/swapped.set" "$n" "$seed"
+  poolset "$T/t$t/swapped.set" ${opt:+"$opt"} "$new" "REPLICA" "${old[@]}"
+  target "$OBJ_REMOTE" verify "$T/t$t/swapped.set" "$n" "$seed"
 }
 
 features() {  # features FILE -> "compat/incompat"
@@ -122,53 +128,53 @@ obj)
   # a pool set with one local part and one remote replica; then the target.
   new_target 1
   CMD=$(rpmemd_cmd 1)
-  poolset "$W/t1/poolsets/remote.set" "20M $W/t1/parts/remote.part0"
+  poolset "$T/t1/poolsets/remote.set" "20M $T/t1/parts/remote.part0"
   poolset "$W/client/pool.set" "16M $W/client/local.part0" "REPLICA 127.0.0.1 remote.set"
   client "$OBJ_REMOTE" create "$W/client/pool.set" 200 1
   client "$OBJ_REMOTE" verify "$W/client/pool.set" 200 1
   client "$OBJ_REMOTE" rewrite "$W/client/pool.set" 200 2
   client "$OBJ_REMOTE" verify "$W/client/pool.set" 200 2
-  created "$W/t1/rpmemd.log" remote.set || die "rpmemd did not create the pool"
+  created "$T/t1/rpmemd.log" remote.set || die "rpmemd did not create the pool"
   # Debian's libpmemobj defaults: CHECK_BAD_BLOCKS (compat 0x1), CKSUM_2K and
   # SHUTDOWN_STATE (incompat 0x2|0x4) -- all accepted by rpmemd.
-  [ "$(features "$W/t1/parts/remote.part0")" = "0x1/0x6" ] ||
-    die "remote features $(features "$W/t1/parts/remote.part0"), expected 0x1/0x6"
-  check_replica 1 remote.set 200 2 "$W/t1/parts/remote.part0"
+  [ "$(features "$T/t1/parts/remote.part0")" = "0x1/0x6" ] ||
+    die "remote features $(features "$T/t1/parts/remote.part0"), expected 0x1/0x6"
+  check_replica 1 remote.set 200 2 "$T/t1/parts/remote.part0"
   ;;
 singlehdr)
   # OPTION SINGLEHDR (incompat 0x1) with several parts on both sides (every
   # part >= 8 MiB: pmempool sync refuses smaller local parts).
   new_target 1
   CMD=$(rpmemd_cmd 1)
-  poolset "$W/t1/poolsets/sub/remote.set" "OPTION SINGLEHDR" \
-    "8M $W/t1/parts/remote.part0" "8M $W/t1/parts/remote.part1" "8M $W/t1/parts/remote.part2"
+  poolset "$T/t1/poolsets/sub/remote.set" "OPTION SINGLEHDR" \
+    "8M $T/t1/parts/remote.part0" "8M $T/t1/parts/remote.part1" "8M $T/t1/parts/remote.part2"
   poolset "$W/client/pool.set" "OPTION SINGLEHDR" "10M $W/client/local.part0" \
     "8M $W/client/local.part1" "REPLICA 127.0.0.1 sub/remote.set"
   client "$OBJ_REMOTE" create "$W/client/pool.set" 300 3
   client "$OBJ_REMOTE" verify "$W/client/pool.set" 300 3
-  [ "$(features "$W/t1/parts/remote.part0")" = "0x1/0x7" ] ||
-    die "remote features $(features "$W/t1/parts/remote.part0"), expected 0x1/0x7"
+  [ "$(features "$T/t1/parts/remote.part0")" = "0x1/0x7" ] ||
+    die "remote features $(features "$T/t1/parts/remote.part0"), expected 0x1/0x7"
   check_replica 1 sub/remote.set 300 3 \
-    "$W/t1/parts/remote.part0" "$W/t1/parts/remote.part1" "$W/t1/parts/remote.part2"
+    "$T/t1/parts/remote.part0" "$T/t1/parts/remote.part1" "$T/t1/parts/remote.part2"
   ;;
 sds_off)
   # The client does not ask for SHUTDOWN_STATE (PMEMOBJ_CONF), with two
   # remote parts that carry a header each.
   new_target 1
   CMD=$(rpmemd_cmd 1)
-  poolset "$W/t1/poolsets/remote.set" "8M $W/t1/parts/remote.part0" "10M $W/t1/parts/remote.part1"
+  poolset "$T/t1/poolsets/remote.set" "8M $T/t1/parts/remote.part0" "10M $T/t1/parts/remote.part1"
   poolset "$W/client/pool.set" "16M $W/client/local.part0" "REPLICA 127.0.0.1 remote.set"
   PMEMOBJ_CONF="sds.at_create=0" client "$OBJ_REMOTE" create "$W/client/pool.set" 100 4
   client "$OBJ_REMOTE" verify "$W/client/pool.set" 100 4
-  [ "$(features "$W/t1/parts/remote.part0")" = "0x1/0x2" ] ||
-    die "remote features $(features "$W/t1/parts/remote.part0"), expected 0x1/0x2"
-  check_replica 1 remote.set 100 4 "$W/t1/parts/remote.part0" "$W/t1/parts/remote.part1"
+  [ "$(features "$T/t1/parts/remote.part0")" = "0x1/0x2" ] ||
+    die "remote features $(features "$T/t1/parts/remote.part0"), expected 0x1/0x2"
+  check_replica 1 remote.set 100 4 "$T/t1/parts/remote.part0" "$T/t1/parts/remote.part1"
   ;;
 pmempool)
   # pmempool create/info/check/sync/rm on the client side.
   new_target 1
   CMD=$(rpmemd_cmd 1)
-  poolset "$W/t1/poolsets/remote.set" "20M $W/t1/parts/remote.part0"
+  poolset "$T/t1/poolsets/remote.set" "20M $T/t1/parts/remote.part0"
   poolset "$W/client/pool.set" "16M $W/client/local.part0" "REPLICA 127.0.0.1 remote.set"
   client pmempool create obj --layout rpmem-pmdk-test "$W/client/pool.set"
   client pmempool info "$W/client/pool.set" > "$W/info.txt"
@@ -191,17 +197,17 @@ pmempool)
   printf 'garbage!' | dd of="$W/client/local.part0" bs=1 seek=0 conv=notrunc status=none
   client pmempool sync -v "$W/client/pool.set"
   client "$OBJ_REMOTE" verify "$W/client/pool.set" 150 5
-  check_replica 1 remote.set 150 5 "$W/t1/parts/remote.part0"
+  check_replica 1 remote.set 150 5 "$T/t1/parts/remote.part0"
   say "pmempool rm: parts on both sides, the remote pool set file stays"
   client pmempool rm -v "$W/client/pool.set"
-  [ ! -e "$W/client/local.part0" ] && [ ! -e "$W/t1/parts/remote.part0" ] || die "rm left parts"
-  [ -f "$W/t1/poolsets/remote.set" ] || die "rm removed the remote pool set file"
+  [ ! -e "$W/client/local.part0" ] && [ ! -e "$T/t1/parts/remote.part0" ] || die "rm left parts"
+  [ -f "$T/t1/poolsets/remote.set" ] || die "rm removed the remote pool set file"
   client_fails pmempool rm "$W/client/pool.set"   # rpmemd --remove: missing part
   client pmempool rm -f "$W/client/pool.set"      # rpmemd --remove --force
-  [ -f "$W/t1/poolsets/remote.set" ] || die "rm -f removed the remote pool set file"
+  [ -f "$T/t1/poolsets/remote.set" ] || die "rm -f removed the remote pool set file"
   client pmempool create obj --layout rpmem-pmdk-test "$W/client/pool.set"
   client pmempool rm -r "$W/client/pool.set"      # rpmemd --remove --pool-set
-  [ ! -e "$W/t1/poolsets/remote.set" ] && [ ! -e "$W/t1/parts/remote.part0" ] ||
+  [ ! -e "$T/t1/poolsets/remote.set" ] && [ ! -e "$T/t1/parts/remote.part0" ] ||
     die "rm -r left the remote pool"
   [ -f "$W/client/pool.set" ] || die "rm -r removed the local pool set file"
   ;;
@@ -212,7 +218,7 @@ evil_replica)
   new_target 1
   CMD=rpmemd  # a valid host name: an option-eating ssh would connect "there"
   marker="$W/client/ran"
-  poolset "$W/t1/poolsets/remote.set" "20M $W/t1/parts/remote.part0"
+  poolset "$T/t1/poolsets/remote.set" "20M $T/t1/parts/remote.part0"
   for node in '-oProxyCommand=touch${IFS}'"$marker" "-oProxyCommand=touch\${IFS}$marker@127.0.0.1" \
       "-F$W/client/ssh_config" "-x@127.0.0.1"; do
     printf 'Host *\n  ProxyCommand touch %s\n' "$marker" > "$W/client/ssh_config"
@@ -224,7 +230,7 @@ evil_replica)
       die "pmempool create obj accepted REPLICA $node"
     fi
     [ ! -e "$marker" ] || die "ssh ran the command of REPLICA $node"
-    [ ! -e "$W/t1/parts/remote.part0" ] || die "a remote part was created for REPLICA $node"
+    [ ! -e "$T/t1/parts/remote.part0" ] || die "a remote part was created for REPLICA $node"
     grep -q "begins with '-'" "$W/client/librpmem.log" ||
       die "librpmem did not say why: $(cat "$W/client/librpmem.log" "$W/client/out.txt")"
     rm -f "$W/client/local.part0" "$W/client/librpmem.log"
@@ -235,24 +241,24 @@ two_remotes)
   new_target 1
   new_target 2
   CMD="$(rpmemd_cmd 1)|$(rpmemd_cmd 2)"
-  poolset "$W/t1/poolsets/r1.set" "16M $W/t1/parts/r1.part0"
-  poolset "$W/t2/poolsets/r2.set" "17M $W/t2/parts/r2.part0"
+  poolset "$T/t1/poolsets/r1.set" "16M $T/t1/parts/r1.part0"
+  poolset "$T/t2/poolsets/r2.set" "17M $T/t2/parts/r2.part0"
   poolset "$W/client/pool.set" "16M $W/client/local.part0" \
     "REPLICA 127.0.0.1 r1.set" "REPLICA 127.0.0.1 r2.set"
   client "$OBJ_REMOTE" create "$W/client/pool.set" 120 6
   client "$OBJ_REMOTE" rewrite "$W/client/pool.set" 120 7
   client "$OBJ_REMOTE" verify "$W/client/pool.set" 120 7
-  created "$W/t1/rpmemd.log" r1.set || die "t1 did not create r1.set"
-  created "$W/t2/rpmemd.log" r2.set || die "t2 did not create r2.set"
+  created "$T/t1/rpmemd.log" r1.set || die "t1 did not create r1.set"
+  created "$T/t2/rpmemd.log" r2.set || die "t2 did not create r2.set"
   for t in 1 2; do
-    target pmempool check -v "$W/t$t/poolsets/r$t.set"
-    target pmempool info -f obj "$W/t$t/poolsets/r$t.set" > /dev/null
-    [ "$(features "$W/t$t/parts/r$t.part0")" = "0x1/0x6" ] || die "t$t features"
+    target pmempool check -v "$T/t$t/poolsets/r$t.set"
+    target pmempool info -f obj "$T/t$t/poolsets/r$t.set" > /dev/null
+    [ "$(features "$T/t$t/parts/r$t.part0")" = "0x1/0x6" ] || die "t$t features"
   done
   # The ring local -> r1 -> r2 -> local is in the headers.
-  [ "$(hdr_field "$W/t1/parts/r1.part0" "Next replica UUID")" = \
-    "$(hdr_field "$W/t2/parts/r2.part0" "UUID")" ] || die "r1 -> r2 link"
-  [ "$(hdr_field "$W/t2/parts/r2.part0" "Next replica UUID")" = \
+  [ "$(hdr_field "$T/t1/parts/r1.part0" "Next replica UUID")" = \
+    "$(hdr_field "$T/t2/parts/r2.part0" "UUID")" ] || die "r1 -> r2 link"
+  [ "$(hdr_field "$T/t2/parts/r2.part0" "Next replica UUID")" = \
     "$(hdr_field "$W/client/local.part0" "UUID")" ] || die "r2 -> local link"
   say "lose the local part; pmempool sync rebuilds it from a remote replica"
   rm "$W/client/local.part0"
@@ -260,7 +266,7 @@ two_remotes)
   client "$OBJ_REMOTE" verify "$W/client/pool.set" 120 7
   client pmempool rm -r "$W/client/pool.set"
   for t in 1 2; do
-    [ ! -e "$W/t$t/poolsets/r$t.set" ] && [ ! -e "$W/t$t/parts/r$t.part0" ] || die "t$t not removed"
+    [ ! -e "$T/t$t/poolsets/r$t.set" ] && [ ! -e "$T/t$t/parts/r$t.part0" ] || die "t$t not removed"
   done
   ;;
 *)

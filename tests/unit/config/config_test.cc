@@ -505,6 +505,17 @@ TEST_F(ConfigTest, LaneGrantPeerTimeoutAndServiceCaps) {
     EXPECT_EQ(text_error(bad).code().value(), EINVAL) << bad;
 }
 
+TEST_F(ConfigTest, VerbsWindowTakesASizeWithinItsBounds) {
+  EXPECT_EQ(parse_text("").verbs_window, size_t{1} << 20);
+  EXPECT_EQ(parse_text("verbs-window = 32K\n").verbs_window, size_t{32} << 10);
+  EXPECT_EQ(parse_text("verbs-window = 4M\n").verbs_window, size_t{4} << 20);
+  EXPECT_EQ(parse_text("verbs-window = 131072\n").verbs_window, size_t{131072});
+  EXPECT_EQ(parse({"--verbs-window", "256M"}).verbs_window, size_t{256} << 20);
+  for (const char *bad : {"verbs-window = 16K", "verbs-window = 1G", "verbs-window = 1X",
+                          "verbs-window = M", "verbs-window = -1M"})
+    EXPECT_EQ(text_error(bad).code().value(), EINVAL) << bad;
+}
+
 TEST_F(ConfigTest, DataTlsModes) {
   EXPECT_EQ(default_config(env_).data_tls, DataTls::kAllow);
   EXPECT_EQ(parse_text("data-tls = no\n").data_tls, DataTls::kNo);
