@@ -18,27 +18,42 @@ Admission::Conn *Admission::find(Id id) {
   return it == conns_.end() ? nullptr : &*it;
 }
 
-bool Admission::drop_oldest_handshake(std::vector<Id> &dropped) {
-  for (Conn &c : conns_) {  // in the order they came
-    if (c.in_session || c.dropped) continue;
-    c.dropped = true;
-    dropped.push_back(c.id);
-    return true;
+bool Admission::drop_oldest_handshake(std::vector<Id> &dropped, const std::string *peer,
+                                      const std::function<bool(Id)> *spoke) {
+  for (bool silent_only : {true, false}) {
+    for (Conn &c : conns_) {  // in the order they came
+      if (c.in_session || c.dropped || (peer && c.peer != *peer)) continue;
+      if (silent_only && !c.spoke && spoke && *spoke && (*spoke)(c.id)) c.spoke = true;
+      if (silent_only && c.spoke) continue;
+      c.dropped = true;
+      dropped.push_back(c.id);
+      return true;
+    }
   }
   return false;
 }
 
-Admission::Arrival Admission::on_connection(const std::string &peer) {
+unsigned Admission::live_from(const std::string &peer) const {
+  unsigned n = 0;
+  for (const Conn &c : conns_) n += c.handshake && !c.dropped && c.peer == peer;
+  return n;
+}
+
+void Admission::on_first_bytes(Id id) {
+  if (Conn *c = find(id)) c->spoke = true;
+}
+
+Admission::Arrival Admission::on_connection(const std::string &peer,
+                                            const std::function<bool(Id)> &spoke) {
   Arrival a;
-  auto known = per_address_.find(peer);
-  if (known != per_address_.end() && known->second >= max_per_address_)
-    a.refused = "too many unauthenticated connections from this address (max-per-address)";
-  else if (conns_.size() >= max_connections_ && !drop_oldest_handshake(a.dropped))
+  if (per_address_.count(peer) && live_from(peer) >= max_per_address_)
+    drop_oldest_handshake(a.dropped, &peer, &spoke);
+  if (conns_.size() >= max_connections_ && !drop_oldest_handshake(a.dropped, nullptr, &spoke))
     a.refused = "too many connections (max-connections)";
   if (a.refused) return a;
   // A dropped connection counts until its handshake's handler has run: one
   // dropped for max-connections may still leave the handshakes full.
-  if (handshakes_ >= max_handshakes_) drop_oldest_handshake(a.dropped);
+  if (handshakes_ >= max_handshakes_) drop_oldest_handshake(a.dropped, nullptr, &spoke);
   return a;
 }
 

@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,11 +47,19 @@ class Admission {
     std::vector<Id> dropped;
   };
   // A connection from `peer` (a numeric address) was accepted. Checked in
-  // this order: max-per-address (refused); max-connections (the oldest
-  // handshake is dropped, or refused when there is none); max-handshakes
-  // (the oldest handshake is dropped, so that strangers who say nothing
-  // cannot keep a real client out).
-  Arrival on_connection(const std::string &peer);
+  // this order: max-per-address (the oldest handshake of that address is
+  // dropped: the newcomer may be the real client, and the first to come
+  // may be a stranger on the same host or behind the same NAT);
+  // max-connections (the oldest handshake is dropped, or refused when there
+  // is none); max-handshakes (the oldest handshake is dropped). Handshakes
+  // that have not sent a byte yet go first, oldest first: a client starts
+  // its handshake as soon as it is connected, a stranger who holds a slot
+  // in silence loses it before anyone who speaks.
+  // `spoke`, when given, tells whether a silent connection's first bytes
+  // are there unread (the loop takes new connections before it reads).
+  Arrival on_connection(const std::string &peer, const std::function<bool(Id)> &spoke = nullptr);
+  // The connection's first bytes came (its handshake has started for real).
+  void on_first_bytes(Id id);
 
   // The admitted connection starts its TLS handshake: from now on it counts
   // as a connection, as a handshake and against `peer`'s max-per-address.
@@ -86,7 +95,7 @@ class Admission {
   size_t connections() const noexcept { return conns_.size(); }
   unsigned handshakes() const noexcept { return handshakes_; }
   unsigned sessions() const noexcept { return sessions_; }
-  unsigned strangers_from(const std::string &peer) const;  // max-per-address
+  unsigned strangers_from(const std::string &peer) const;  // max-per-address, dropped included
   unsigned sessions_of(const std::string &cn) const;
   LaneCounter lanes_of(const std::string &cn) const;  // null: no session
 
@@ -97,12 +106,17 @@ class Admission {
     std::string cn;          // once in a session
     bool handshake = false;  // counted in handshakes_ and per_address_
     bool dropped = false;    // in an Arrival's `dropped`
+    bool spoke = false;      // its first bytes came
     bool in_session = false;
   };
   Conn *find(Id id);
-  // Marks the oldest connection not in a session and not dropped yet as
+  // Marks the oldest connection not in a session and not dropped yet (of
+  // `peer` only, when given), a silent one before one that spoke, as
   // dropped and adds it to `dropped`; false when there is none.
-  bool drop_oldest_handshake(std::vector<Id> &dropped);
+  bool drop_oldest_handshake(std::vector<Id> &dropped, const std::string *peer = nullptr,
+                             const std::function<bool(Id)> *spoke = nullptr);
+  // Handshakes of `peer` not dropped yet.
+  unsigned live_from(const std::string &peer) const;
 
   const unsigned max_handshakes_, max_connections_, max_per_address_, max_sessions_,
       max_sessions_per_client_;

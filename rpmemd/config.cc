@@ -50,6 +50,7 @@ enum class Key {
   kMaxSessions,
   kMaxSessionsPerClient,
   kMaxLanesPerClient,
+  kHandshakeTimeout,
 };
 
 std::optional<Key> find_key(std::string_view name) {
@@ -76,6 +77,7 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "max-sessions") return Key::kMaxSessions;
   if (name == "max-sessions-per-client") return Key::kMaxSessionsPerClient;
   if (name == "max-lanes-per-client") return Key::kMaxLanesPerClient;
+  if (name == "handshake-timeout") return Key::kHandshakeTimeout;
   return std::nullopt;
 }
 
@@ -206,6 +208,13 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
       out.max_lanes = *n;
       return true;
     }
+    case Key::kHandshakeTimeout: {  // 1..60 seconds
+      if (!value) return false;
+      auto n = parse_count(*value);
+      if (!n || *n == 0 || *n > 60) return false;
+      out.handshake_timeout = *n;
+      return true;
+    }
     case Key::kVerbsWindow: {  // 32K..256M
       if (!value) return false;
       auto n = parse_size(*value);
@@ -326,6 +335,7 @@ po::options_description command_line_options() {
       ("max-sessions", po::value<std::string>())             //
       ("max-sessions-per-client", po::value<std::string>())  //
       ("max-lanes-per-client", po::value<std::string>())     //
+      ("handshake-timeout", po::value<std::string>())        //
       ("log-file", po::value<std::string>())                 //
       ("poolset-dir", po::value<std::string>())              //
       ("persist-apm", "")                                    //
@@ -501,7 +511,8 @@ std::string usage_text(const char *argv0) {
       "      --max-sessions <num>      service: sessions at most (512)\n"
       "      --max-sessions-per-client <num>  service: sessions of one certificate (64)\n"
       "      --max-lanes-per-client <num>  service: lanes of all sessions of one certificate "
-      "(1024)\n";
+      "(1024)\n"
+      "      --handshake-timeout <sec> service: a TLS handshake ends within this (1..60, 3)\n";
   for (std::string_view level : {"err     error conditions", "warn    warning conditions",
                                  "notice  normal, but significant, condition",
                                  "info    informational message", "debug   debug-level message"}) {

@@ -72,6 +72,11 @@ struct Config {
   unsigned max_sessions = 512;            // sessions (threads) in all
   unsigned max_sessions_per_client = 64;  // sessions of one client certificate
   unsigned max_lanes_per_client = 1024;   // lanes of all sessions of one certificate
+  // Seconds a control connection has to complete its TLS handshake (1..60):
+  // a TLS 1.3 handshake is two round trips and a signature each way, well
+  // under a second even over a link of 300 ms; a stranger who holds a slot
+  // loses it this soon.
+  unsigned handshake_timeout = 3;
 
   // What to do instead of serving a session.
   std::optional<std::string> remove;  // -r POOLSET

@@ -23,6 +23,7 @@
 
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -53,8 +54,6 @@ using rpmem::errc;
 using rpmem::SetupError;
 
 namespace {
-
-constexpr std::chrono::seconds kHandshakeTimeout{10};
 
 void notify(const char *state) {
 #ifdef RPMEM_HAVE_SYSTEMD
@@ -126,6 +125,13 @@ int Service::run() {
     RPMEM_LOG_NOTICE("service: listening on %s", config_.service_listen.c_str());
   }
 
+  // A connection is handed to this loop once its first bytes came, or
+  // after the handshake's time: strangers who connect and say nothing (or
+  // connect and leave) wait in the kernel, not in the service's slots.
+  const int defer = static_cast<int>(config_.handshake_timeout);
+  if (::setsockopt(listen_fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer, sizeof(defer)) != 0)
+    RPMEM_LOG_WARN("service: TCP_DEFER_ACCEPT: %s", std::strerror(errno));
+
   const int sfd = termination_signal_fd();
   if (sfd < 0) throw SetupError(errno, "signalfd failed");
   const int hfd = hangup_signal_fd();
@@ -142,14 +148,15 @@ int Service::run() {
 // One control connection: its TLS stream, the deadline of its handshake,
 // and, once authenticated, the thread of its session.
 struct Service::Conn {
-  Conn(asio::io_context &io, ssl::context &ctx) : stream(io, ctx), timer(io) {}
+  Conn(asio::io_context &io, ssl::context &ctx) : stream(io, ctx), timer(io), record_timer(io) {}
   unsigned id = 0;
   std::string peer;   // numeric address
   std::string local;  // the address the client reached
   std::string name;   // the certificate's client name, once authenticated
   ssl::stream<tcp::socket> stream;
-  asio::steady_timer timer;
-  int fd = -1;  // the socket, for shutdown() from the loop
+  asio::steady_timer timer;         // the handshake's deadline
+  asio::steady_timer record_timer;  // the next look for a whole first record
+  int fd = -1;                      // the socket, for shutdown() from the loop
   std::thread thread;
   bool in_session = false;
   std::string refused;  // why the TLS policy refused the client's certificate
@@ -371,7 +378,14 @@ void Service::Loop::admit(tcp::socket socket) {
   auto remote = socket.remote_endpoint(ec);
   if (ec) return;  // gone already
   const std::string peer = plain_address(remote.address());
-  const Admission::Arrival arrival = admission_.on_connection(peer);
+  // A silent connection may have its first bytes waiting: this loop takes
+  // new connections before it reads, so look.
+  const Admission::Arrival arrival = admission_.on_connection(peer, [this](Admission::Id id) {
+    auto it = std::find_if(conns_.begin(), conns_.end(),
+                           [id](const std::shared_ptr<Conn> &c) { return c->id == id; });
+    return it != conns_.end() && (*it)->stream.next_layer().is_open() &&
+           rpmem::transport::tcp::tls_record_buffered((*it)->fd);
+  });
   for (Admission::Id id : arrival.dropped) drop(id);
   if (arrival.refused) return refusals_.refused(peer, arrival.refused);
   std::shared_ptr<Conn> c;
@@ -390,15 +404,45 @@ void Service::Loop::admit(tcp::socket socket) {
   ServerTls::prepare_connection(c->stream.native_handle(), &c->refused);
   c->id = admission_.on_handshake_start(peer);
   conns_.push_back(c);
-  c->timer.expires_after(kHandshakeTimeout);
+  c->timer.expires_after(std::chrono::seconds(config_.handshake_timeout));
   c->timer.async_wait([this, c](const boost::system::error_code &e) {
     if (e || c->in_session) return;
-    RPMEM_LOG_WARN("client %u (%s): TLS handshake timed out", c->id, c->peer.c_str());
+    refusals_.refused(c->peer, "TLS handshake not done in time (handshake-timeout)");
     boost::system::error_code ignored;
     c->stream.next_layer().close(ignored);  // the handshake's handler ends it
   });
-  c->stream.async_handshake(ssl::stream_base::server,
-                            [this, c](const boost::system::error_code &e) { handshaken(c, e); });
+  await_first_record(c);
+}
+
+// The handshake starts once the client's first TLS record is here whole
+// (its ClientHello, sent in one piece); until then the connection counts
+// as silent, the first to go when room is needed, and costs no handshake.
+// A part of a record is looked at again every 20 ms, within the deadline.
+void Service::Loop::await_first_record(const std::shared_ptr<Conn> &c) {
+  auto &sock = c->stream.next_layer();
+  if (stopping_ || !sock.is_open()) return handshaken(c, asio::error::operation_aborted);
+  if (rpmem::transport::tcp::tls_record_buffered(c->fd)) {
+    admission_.on_first_bytes(c->id);
+    c->stream.async_handshake(ssl::stream_base::server,
+                              [this, c](const boost::system::error_code &e) { handshaken(c, e); });
+    return;
+  }
+  char b;
+  const ssize_t r = ::recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK))
+    return handshaken(c, asio::error::eof);  // gone before it said anything
+  if (r < 0) {                               // nothing yet: wake when something comes
+    sock.async_wait(tcp::socket::wait_read, [this, c](const boost::system::error_code &e) {
+      if (e) return handshaken(c, e);
+      await_first_record(c);
+    });
+    return;
+  }
+  c->record_timer.expires_after(std::chrono::milliseconds(20));
+  c->record_timer.async_wait([this, c](const boost::system::error_code &e) {
+    if (e) return handshaken(c, e);
+    await_first_record(c);
+  });
 }
 
 void Service::Loop::drop(Admission::Id id) {
@@ -406,7 +450,7 @@ void Service::Loop::drop(Admission::Id id) {
                          [id](const std::shared_ptr<Conn> &c) { return c->id == id; });
   if (it == conns_.end()) return;
   Conn &c = **it;
-  refusals_.refused(c.peer, "the oldest TLS handshake, dropped for a newer connection");
+  refusals_.refused(c.peer, "the oldest unauthenticated connection, dropped for a newer one");
   boost::system::error_code ignored;
   c.stream.next_layer().close(ignored);  // its handler forgets it
 }
@@ -420,6 +464,7 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
                                const boost::system::error_code &ec) {
   admission_.on_handshake_end(c->id);
   c->timer.cancel();
+  c->record_timer.cancel();
   // A handshake whose last read or write had completed before the loop
   // closed its socket (dropped for a newer connection, or timed out) still
   // ends in success; the descriptor may be another file's by now.

@@ -57,6 +57,7 @@ class Service {
     void wait_hangup();
     void stop();
     void admit(boost::asio::ip::tcp::socket socket);
+    void await_first_record(const std::shared_ptr<Conn> &c);
     void handshaken(const std::shared_ptr<Conn> &c, const boost::system::error_code &ec);
     void refuse_session(const std::shared_ptr<Conn> &c);
     void session_done(const std::shared_ptr<Conn> &c);

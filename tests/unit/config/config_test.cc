@@ -505,6 +505,15 @@ TEST_F(ConfigTest, LaneGrantPeerTimeoutAndServiceCaps) {
     EXPECT_EQ(text_error(bad).code().value(), EINVAL) << bad;
 }
 
+TEST_F(ConfigTest, HandshakeTimeoutInSeconds) {
+  EXPECT_EQ(parse_text("").handshake_timeout, 3u);
+  EXPECT_EQ(parse_text("handshake-timeout = 10\n").handshake_timeout, 10u);
+  EXPECT_EQ(parse({"--handshake-timeout", "60"}).handshake_timeout, 60u);
+  for (const char *bad :
+       {"handshake-timeout = 0", "handshake-timeout = 61", "handshake-timeout = x"})
+    EXPECT_EQ(text_error(bad).code().value(), EINVAL) << bad;
+}
+
 TEST_F(ConfigTest, VerbsWindowTakesASizeWithinItsBounds) {
   EXPECT_EQ(parse_text("").verbs_window, size_t{1} << 20);
   EXPECT_EQ(parse_text("verbs-window = 32K\n").verbs_window, size_t{32} << 10);

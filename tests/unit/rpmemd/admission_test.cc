@@ -19,8 +19,6 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using Id = Admission::Id;
 
-constexpr const char *kPerAddress =
-    "too many unauthenticated connections from this address (max-per-address)";
 constexpr const char *kConnections = "too many connections (max-connections)";
 constexpr const char *kNoDir = "has no pool set directory";
 constexpr const char *kPerClient = "has too many sessions (max-sessions-per-client)";
@@ -71,20 +69,52 @@ class AdmissionTest : public ::testing::Test {
   std::unique_ptr<Admission> a_;
 };
 
-TEST_F(AdmissionTest, MaxPerAddressRefusesTheNextStrangerOfThatAddressOnly) {
+// Past max-per-address the newcomer is admitted and the oldest handshake of
+// that address is dropped: a stranger who came first cannot keep a client
+// on the same address out.
+TEST_F(AdmissionTest, MaxPerAddressDropsTheOldestHandshakeOfThatAddressOnly) {
   Config c = caps();
   c.max_per_address = 2;
   make(c);
+  const Id other = connect("10.0.0.2");
   const Id first = connect("10.0.0.1");
-  connect("10.0.0.1");
+  const Id second = connect("10.0.0.1");
   EXPECT_EQ(a().strangers_from("10.0.0.1"), 2u);
-  EXPECT_STREQ(refusal("10.0.0.1"), kPerAddress);
-  EXPECT_EQ(refusal("10.0.0.2"), nullptr) << "another address has its own count";
-  // A handshake that failed gives its place back.
-  a().on_handshake_end(first);
+  const Admission::Arrival n = a().on_connection("10.0.0.1");
+  EXPECT_EQ(n.refused, nullptr);
+  EXPECT_THAT(n.dropped, ElementsAre(first)) << "not " << other << ", another address";
+  const Id third = a().on_handshake_start("10.0.0.1");
+  // The dropped one counts until it is closed, but is not dropped twice.
+  EXPECT_THAT(a().on_connection("10.0.0.1").dropped, ElementsAre(second));
   a().on_close(first);
+  a().on_close(second);
   EXPECT_EQ(a().strangers_from("10.0.0.1"), 1u);
   EXPECT_EQ(refusal("10.0.0.1"), nullptr);
+  (void)third;
+}
+
+// A connection that has said nothing is dropped before an older one that
+// is in its handshake: a client speaks at once, a silent stranger does not.
+TEST_F(AdmissionTest, SilentHandshakesAreDroppedBeforeOnesThatSpoke) {
+  Config c = caps();
+  c.max_per_address = 3;
+  make(c);
+  const Id client = connect("10.0.0.1");
+  a().on_first_bytes(client);
+  const Id silent1 = connect("10.0.0.1");
+  const Id silent2 = connect("10.0.0.1");
+  EXPECT_THAT(a().on_connection("10.0.0.1").dropped, ElementsAre(silent1));
+  a().on_handshake_start("10.0.0.1");
+  EXPECT_THAT(a().on_connection("10.0.0.1").dropped, ElementsAre(silent2));
+  a().on_handshake_start("10.0.0.1");
+  // The same order for max-handshakes.
+  Config h = caps();
+  h.max_handshakes = 2;
+  make(h);
+  const Id speaks = connect("10.0.0.5");
+  a().on_first_bytes(speaks);
+  const Id quiet = connect("10.0.0.6");
+  EXPECT_THAT(a().on_connection("10.0.0.7").dropped, ElementsAre(quiet));
 }
 
 TEST_F(AdmissionTest, AnAddressCountsOnlyItsUnauthenticatedConnections) {
@@ -98,12 +128,11 @@ TEST_F(AdmissionTest, AnAddressCountsOnlyItsUnauthenticatedConnections) {
   session("bob", "10.0.0.1");
   EXPECT_EQ(a().sessions(), 3u);
   const Id stranger = connect("10.0.0.1");
-  EXPECT_STREQ(refusal("10.0.0.1"), kPerAddress);
-  // Sessions that end do not release the address a second time.
+  // Sessions are never dropped for the address's cap: the stranger is.
+  EXPECT_THAT(a().on_connection("10.0.0.1").dropped, ElementsAre(stranger));
   end(s1);
   end(s2);
-  EXPECT_EQ(a().strangers_from("10.0.0.1"), 1u);
-  EXPECT_STREQ(refusal("10.0.0.1"), kPerAddress);
+  EXPECT_EQ(a().sessions(), 1u);
   a().on_handshake_end(stranger);
   EXPECT_EQ(a().strangers_from("10.0.0.1"), 0u);
   EXPECT_EQ(refusal("10.0.0.1"), nullptr);
@@ -192,16 +221,14 @@ TEST_F(AdmissionTest, AClientRefusedItsSessionCanBeDroppedForANewerConnection) {
 }
 
 TEST_F(AdmissionTest, ARefusedConnectionDropsNothing) {
-  // max-per-address is checked first: a stranger refused for it costs no
-  // other connection its handshake.
+  // Every connection is in a session: a newcomer past max-connections has
+  // nothing to take the place of, and costs nobody anything.
   Config c = caps();
-  c.max_per_address = 1;
   c.max_connections = 1;
-  c.max_handshakes = 1;
   make(c);
-  connect("10.0.0.1");
+  session("alice");
   const Admission::Arrival n = a().on_connection("10.0.0.1");
-  EXPECT_STREQ(n.refused, kPerAddress);
+  EXPECT_STREQ(n.refused, kConnections);
   EXPECT_THAT(n.dropped, IsEmpty());
 }
 
