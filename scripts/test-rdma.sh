@@ -29,7 +29,7 @@ vm_verbs_build test-rdma "$build"
 #    service's TCP control port and on tcp data ports, hundreds of pools:
 #    they test what the tcp side spends, and would not fit the guest's RAM
 #    and TCG's time.
-exclude='HostileDaemon\.|Stranger\.|NetCut\.|ServiceCrowd\.|ServiceAtSoftLimit\.|ServiceWith'
+exclude='HostileDaemon\.|Stranger\.|NetCut\.|ServiceCrowd\.|ServiceAtSoftLimit\.|ServiceFlood\.|ServiceWith'
 tmp=$(mktemp -d /tmp/rpmem-test-rdma.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 failed=()

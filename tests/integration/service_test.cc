@@ -553,7 +553,8 @@ TEST_F(ServiceAtSoftLimit, IdleStrangersAndHalfHandshakesDoNotKeepAClientOut) {
   // The service is still there for the next client.
   as("bob");
   real_client("p.set", "bob.part", 6);
-  EXPECT_NE(log().find("the oldest TLS handshake, dropped"), std::string::npos) << log();
+  EXPECT_NE(log().find("the oldest unauthenticated connection, dropped"), std::string::npos)
+      << log();
 }
 
 TEST_F(ServiceCrowd, ConnectAndCloseOnADataPortLeavesThreadsAndMappingsFlat) {
@@ -595,6 +596,176 @@ TEST_F(ServiceCrowd, ConnectAndCloseOnADataPortLeavesThreadsAndMappingsFlat) {
   EXPECT_TRUE(same_bytes(r.data(), local.data(), 0, kPool));
 }
 
+// A stranger on the client's own address (the same host, NAT or proxy),
+// with the packaged caps: whoever came first, the client is served.
+class ServiceFlood : public ServiceCrowd {
+ protected:
+  ServiceFlood() { nofile_ = 4096; }
+
+  // Holds `idle` connections to `port` from 127.0.0.1, reopening those the
+  // service drops, and opens and closes `churn` more a second (0: as fast
+  // as it can), until stop(). Silent ones wait in the kernel until they
+  // speak (TCP_DEFER_ACCEPT); with `speak`, each sends a first byte (the
+  // start of a TLS record) and then nothing, so that the service must
+  // take it and hold it in one of its own slots.
+  void start(uint16_t port, int idle, int churn, int threads = 1, bool speak = false) {
+    raise_own_nofile(8192);
+    for (int t = 0; t < threads; ++t)
+      flood_.emplace_back([this, port, idle, churn, t, speak] {
+        std::vector<int> held;
+        auto next = Clock::now();
+        while (!stop_.load()) {
+          if (t == 0) {
+            // Reopen what the service closed.
+            std::erase_if(held, [](int fd) {
+              pollfd p{fd, POLLIN, 0};
+              if (::poll(&p, 1, 0) == 1 && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+                ::close(fd);
+                return true;
+              }
+              return false;
+            });
+            while (static_cast<int>(held.size()) < idle) {
+              int fd = connect_from("127.0.0.1", port);
+              if (fd < 0) break;
+              if (speak) write_all_fd(fd, "\x16", 1);
+              held.push_back(fd);
+              ++opened_;
+            }
+          }
+          if (churn > 0) {
+            next += std::chrono::microseconds(1000000 / churn);
+            std::this_thread::sleep_until(next);
+          }
+          int fd = connect_from("127.0.0.1", port);
+          if (fd >= 0) {
+            ++opened_;
+            if (speak) write_all_fd(fd, "\x16", 1);
+            ::close(fd);
+          }
+        }
+        for (int fd : held) ::close(fd);
+      });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the stranger came first
+  }
+  void stop() {
+    stop_ = true;
+    for (auto &t : flood_) t.join();
+    flood_.clear();
+    stop_ = false;
+  }
+  ~ServiceFlood() override { stop(); }
+
+  // 20 clients one after another, each create + persist + close within
+  // `limit`; prints p50 and max.
+  void served_twenty_times(const char *what) {
+    std::vector<long> ms;
+    for (int i = 0; i < 20; ++i) {
+      const auto took = real_client("p.set", "alice.part", static_cast<uint8_t>(i + 1));
+      ms.push_back(took.count());
+      EXPECT_LE(took, limit()) << what << ", try " << i;
+    }
+    std::sort(ms.begin(), ms.end());
+    std::cout << what << ": the client served in p50 " << ms[9] << " ms, max " << ms.back()
+              << " ms (20 tries; " << opened_.load() << " stranger connections)\n";
+  }
+  static std::chrono::milliseconds limit() {
+    return std::chrono::milliseconds(kUnderSanitizer ? 5000 : 1000);
+  }
+
+  std::vector<std::thread> flood_;
+  std::atomic<bool> stop_{false};
+  std::atomic<long> opened_{0};
+};
+
+TEST_F(ServiceFlood, EightHundredIdleAndAChurnFromTheClientsAddressDoNotKeepItOut) {
+  start(static_cast<uint16_t>(port_), 800, 200);
+  served_twenty_times("800 idle + 200 connects/s from 127.0.0.1");
+}
+
+// The same strangers, each with a first byte: now they are the service's
+// to hold, and the per-address cap drops the oldest for the newcomer.
+TEST_F(ServiceFlood, EightHundredHalfHandshakesAndAChurnFromTheClientsAddressDoNotKeepItOut) {
+  start(static_cast<uint16_t>(port_), 800, 200, 1, true);
+  served_twenty_times("800 half handshakes + 200 connects/s from 127.0.0.1");
+  stop();
+  EXPECT_NE(log().find("the oldest unauthenticated connection, dropped"), std::string::npos);
+}
+
+TEST_F(ServiceFlood, ConnectsAsFastAsTheyComeFromSeveralThreadsDoNotKeepTheClientOut) {
+  start(static_cast<uint16_t>(port_), 16, 0, 3, true);
+  served_twenty_times(
+      "16 half handshakes + connect/close as fast as 3 threads can, from 127.0.0.1");
+}
+
+// The same on a session's data port: between the create's answer and its
+// lanes' hellos, a stranger on the client's address fills the port's
+// pending hellos (silent, churning); the lanes still get in.
+TEST_F(ServiceFlood, StrangersOnTheSessionsDataPortDoNotKeepItsLanesOut) {
+  if (verbs_only()) GTEST_SKIP() << "no tcp data port over verbs";
+  const std::string d = target_.dir();
+  std::vector<long> ms;
+  for (int i = 0; i < 20; ++i) {
+    TlsPeer control(static_cast<uint16_t>(port_), cert_client_context(d, "alice"));
+    ASSERT_TRUE(control.handshaken()) << control.why();
+    uint8_t hdr[proto::kFrameHeaderSize];
+    ASSERT_TRUE(control.recv(hdr, sizeof(hdr)));
+    auto h = proto::decode_frame_header(hdr);
+    ASSERT_TRUE(h && h->type == proto::MsgType::kHello);
+    proto::Bytes payload(h->size);
+    ASSERT_TRUE(control.recv(payload.data(), payload.size()));
+    // A pool of its own each time: the last one's session may not be over.
+    const std::string part = "alice-f" + std::to_string(i) + ".part";
+    target_.write_poolset("alice/f" + std::to_string(i) + ".set", {{kPool, part}},
+                          "OPTION NOHDRS\n");
+    const proto::Bytes frame = proto::encode(
+        proto::MsgType::kCreate, pool_request("f" + std::to_string(i) + ".set", kPool, 2, false));
+    ASSERT_TRUE(control.send(frame.data(), frame.size()));
+    ASSERT_TRUE(control.recv(hdr, sizeof(hdr)));
+    h = proto::decode_frame_header(hdr);
+    ASSERT_TRUE(h && h->type == proto::MsgType::kPoolResp);
+    payload.resize(h->size);
+    ASSERT_TRUE(control.recv(payload.data(), payload.size()));
+    auto r = proto::decode_pool_response(payload);
+    ASSERT_TRUE(r && r->status == proto::Status::kSuccess) << "try " << i << "\n" << log();
+    start(r->port, 800, 200, 1, true);
+    const auto t0 = Clock::now();
+    for (uint32_t lane = 0; lane < 2; ++lane) {
+      int fd = connect_port(r->port);
+      ASSERT_GE(fd, 0) << "try " << i << ": " << strerror(errno);
+      const proto::Bytes hb = lane_hello_bytes(r->secret, lane, 2);
+      uint8_t reply[proto::kLaneHelloReplySize] = {0xff};
+      ASSERT_TRUE(write_all_fd(fd, hb.data(), hb.size()));
+      ASSERT_TRUE(read_exact_fd(fd, reply, sizeof(reply), 5000))
+          << "lane " << lane << ", try " << i;
+      EXPECT_EQ(reply[0], 0) << "lane " << lane << " admitted";
+      const proto::Bytes req =
+          TlsPeer::persist_request(8192 + lane * 4096, proto::Bytes(4096, static_cast<uint8_t>(i)));
+      ASSERT_TRUE(write_all_fd(fd, req.data(), req.size()));
+      uint8_t dr[proto::kDataReplySize];
+      ASSERT_TRUE(read_exact_fd(fd, dr, sizeof(dr), 5000));
+      auto dreply = proto::decode_data_reply(dr);
+      ASSERT_TRUE(dreply);
+      EXPECT_EQ(dreply->status, 0u);
+      ::close(fd);
+    }
+    ms.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count());
+    EXPECT_LE(ms.back(), limit().count()) << "try " << i;
+    stop();
+    const auto bytes = read_file(target_.part_path(part));
+    ASSERT_GE(bytes.size(), 16384u);
+    EXPECT_EQ(bytes[8192], static_cast<uint8_t>(i));
+    EXPECT_EQ(bytes[12288 + 4095], static_cast<uint8_t>(i));
+  }
+  std::sort(ms.begin(), ms.end());
+  std::cout
+      << "800 half hellos + 200 connects/s on the data port: both lanes in and a persist each "
+         "in p50 "
+      << ms[9] << " ms, max " << ms.back() << " ms (20 tries)\n";
+  EXPECT_NE(log().find("the oldest connection in its hello, dropped for a newer one"),
+            std::string::npos);
+}
+
 TEST_F(ServiceCrowd, DataConnectionFromAnotherAddressIsClosedUnheard) {
   LocalPool local(kPool, 9);
   unsigned nl = 1;
@@ -603,6 +774,9 @@ TEST_F(ServiceCrowd, DataConnectionFromAnotherAddressIsClosedUnheard) {
   const uint16_t port = data_port_from_log(log());
   int fd = connect_from("127.0.0.9", port);
   ASSERT_GE(fd, 0);
+  // One byte: a connection that says nothing is not taken before its
+  // hello's time (TCP_DEFER_ACCEPT).
+  ASSERT_TRUE(write_all_fd(fd, "R", 1));
   EXPECT_TRUE(peer_closes(fd, 5000)) << "closed at once, before any hello";
   ::close(fd);
   ASSERT_EQ(rpmem_persist(rpp, 0, kPool, 0, 0), 0) << rpmem_errormsg();

@@ -9,6 +9,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -200,6 +201,19 @@ std::error_code set_nonblocking(int fd, bool on) noexcept {
   flags = on ? (flags | O_NONBLOCK) : (flags & ~O_NONBLOCK);
   if (::fcntl(fd, F_SETFL, flags) < 0) return last_errc();
   return {};
+}
+
+size_t bytes_buffered(int fd) noexcept {
+  int n = 0;
+  return ::ioctl(fd, FIONREAD, &n) == 0 && n > 0 ? static_cast<size_t>(n) : 0;
+}
+
+bool tls_record_buffered(int fd) noexcept {
+  uint8_t h[5];
+  if (::recv(fd, h, sizeof(h), MSG_PEEK | MSG_DONTWAIT) != static_cast<ssize_t>(sizeof(h)))
+    return false;
+  const size_t len = (size_t{h[3]} << 8) | h[4];
+  return bytes_buffered(fd) >= sizeof(h) + len;
 }
 
 }  // namespace rpmem::transport::tcp

@@ -67,6 +67,13 @@ std::error_code wait_readable(int fd, int timeout_ms) noexcept;
 
 void set_nodelay(int fd) noexcept;
 
+// Bytes that wait unread on `fd` (FIONREAD; 0 on error).
+size_t bytes_buffered(int fd) noexcept;
+// Whether a whole first TLS record waits unread on `fd` (its 5-byte header
+// and the length it names): what a client sends in one piece when it
+// starts its handshake, and a stranger who sends a byte and stops never.
+bool tls_record_buffered(int fd) noexcept;
+
 // A peer that vanishes (no RST, no FIN: a host that lost power or its
 // network) fails the connection within about `timeout`: TCP keepalive
 // probes an idle connection, TCP_USER_TIMEOUT bounds unacknowledged sends.

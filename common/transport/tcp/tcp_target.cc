@@ -16,6 +16,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/err.h>
 #include <openssl/x509.h>
 #include <poll.h>
@@ -99,7 +100,14 @@ struct TcpTarget::Hello {
   std::string peer;  // address:port, for the log
   uint8_t buf[proto::kLaneHelloSize] = {};
   size_t got = 0;
+  bool dropped = false;  // for a newer one; freed after this round of events
 };
+
+bool TcpTarget::whole_first_message(const Hello &h) {
+  const int fd = h.stream->fd();
+  if (h.ssl) return !SSL_in_before(h.ssl) || tls_record_buffered(fd);
+  return h.got + bytes_buffered(fd) >= proto::kLaneHelloSize;
+}
 
 TcpTarget::TcpTarget(TargetPool &pool, TargetParams params)
     : pool_(pool),
@@ -130,6 +138,13 @@ TcpTarget::TcpTarget(TargetPool &pool, TargetParams params)
   if (ec)
     throw SetupError(ec.value(),
                      "cannot listen on '" + params_.listen_address + "': " + ec.message());
+  // A lane is taken once its first bytes came (or after its hello's time):
+  // connections that say nothing wait in the kernel, not among the hellos.
+  const int defer = static_cast<int>(std::max<long long>(
+      1, std::chrono::ceil<std::chrono::seconds>(params_.hello_timeout).count()));
+  if (::setsockopt(acceptor.native_handle(), IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer,
+                   sizeof(defer)) != 0)
+    RPMEM_LOG_WARN("data listener: TCP_DEFER_ACCEPT: %s", strerror(errno));
   port_ = acceptor.local_endpoint().port();
   listen_fd_ = acceptor.release();
   auto fail = [&](const char *what) {
@@ -211,6 +226,7 @@ void TcpTarget::loop() {
       }
       hello_ready(*static_cast<Hello *>(tag));
     }
+    dropped_.clear();  // no event of this round names them any more
   }
 }
 
@@ -247,9 +263,21 @@ void TcpTarget::accept_ready() {
       continue;
     }
     if (hellos_.size() >= kMaxPendingHellos) {
-      ::close(fd);
-      refusals_.refused(peer, "too many connections in their hello");
-      continue;
+      // Room for the newcomer, who may be the client's lane: the oldest
+      // connection that has not sent a whole first message goes (a lane
+      // sends its hello in one piece; its bytes may wait unread, as this
+      // loop takes new connections first), else the oldest.
+      auto victim =
+          std::find_if(hellos_.begin(), hellos_.end(),
+                       [](const std::unique_ptr<Hello> &o) { return !whole_first_message(*o); });
+      if (victim == hellos_.end()) victim = hellos_.begin();
+      refusals_.refused((*victim)->peer,
+                        "the oldest connection in its hello, dropped for a newer one");
+      // An event of this round may still name it: it is freed after them.
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, (*victim)->stream->fd(), nullptr);
+      (*victim)->dropped = true;
+      dropped_.push_back(std::move(*victim));
+      hellos_.erase(victim);
     }
     std::unique_ptr<Hello> h;
     try {
@@ -351,6 +379,7 @@ bool TcpTarget::tls_ready(Hello &h) {
 }
 
 void TcpTarget::hello_ready(Hello &h) {
+  if (h.dropped) return;
   if (h.ssl) {
     if (!tls_ready(h)) return close_hello(h);
     if (h.ssl) return;  // the handshake goes on

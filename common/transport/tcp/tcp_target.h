@@ -50,6 +50,10 @@ class TcpTarget final : public Target {
 
  private:
   struct Hello;  // a connection in its lane hello
+  // Whether `h` has sent a whole first message: its lane hello (read or
+  // waiting), or for a TLS lane its ClientHello (taken by the handshake, or
+  // waiting).
+  static bool whole_first_message(const Hello &h);
 
   void run() noexcept;
   void loop();
@@ -77,6 +81,7 @@ class TcpTarget final : public Target {
 
   // The listener thread's own until it is joined.
   std::vector<std::unique_ptr<Hello>> hellos_;
+  std::vector<std::unique_ptr<Hello>> dropped_;  // dropped in this round of events
   std::vector<std::unique_ptr<LaneServer>> servers_;
   unsigned nservers_ = 0;                // fixed with the lane count
   std::set<std::string> refusal_texts_;  // declared before refusals_: outlives it
