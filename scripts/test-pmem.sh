@@ -32,7 +32,8 @@ cat >"$tmp/fsdax.sh" <<GUEST
 set -u
 build=$build top=$top
 failed=""
-mount /dev/vda /mnt && mkdir -p /mnt/pools /mnt/pmem/pools || exit 1
+# The disk beside the NVDIMM (mounted at /mnt/pmem by the VM), not over it.
+mkdir -p /mnt/disk && mount /dev/vda /mnt/disk && mkdir -p /mnt/disk/pools /mnt/pmem/pools || exit 1
 echo "=== integration tests over tcp, pools on fsdax pmem"
 RPMEM_TEST_DIR=/mnt/pmem/pools RPMEM_TEST_MEDIUM=pmem RPMEM_ENABLE_VERBS=0 \\
   ctest --test-dir "\$build" --output-on-failure --timeout 300 -L loopback -R '$vm_media_tests' ||
@@ -64,7 +65,7 @@ cycle() {  # cycle MEDIUM DIR TRANSPORT: prints "create_ms N open_ms N peak_kib 
   rm -rf \$w
 }
 for medium in disk pmem; do
-  dir=/mnt/pools; [ \$medium = pmem ] && dir=/mnt/pmem/pools
+  dir=/mnt/disk/pools; [ \$medium = pmem ] && dir=/mnt/pmem/pools
   for t in tcp verbs tcp verbs; do
     r=\$(cycle \$medium \$dir \$t) || { failed="\$failed cycle-\$medium-\$t"; continue; }
     echo "cycle \$medium \$t \$r"
