@@ -42,6 +42,7 @@ enum class Key {
   kNthreads,
   kMaxLanes,
   kVerbsWindow,
+  kVerbsLanding,
   kPeerTimeout,
   kDataTls,
   kMaxHandshakes,
@@ -69,6 +70,7 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "nthreads") return Key::kNthreads;
   if (name == "max-lanes") return Key::kMaxLanes;
   if (name == "verbs-window") return Key::kVerbsWindow;
+  if (name == "verbs-landing") return Key::kVerbsLanding;
   if (name == "peer-timeout") return Key::kPeerTimeout;
   if (name == "data-tls") return Key::kDataTls;
   if (name == "max-handshakes") return Key::kMaxHandshakes;
@@ -215,6 +217,10 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
       out.handshake_timeout = *n;
       return true;
     }
+    case Key::kVerbsLanding:  // auto | windows
+      if (!value || (*value != "auto" && *value != "windows")) return false;
+      out.verbs_windows_always = *value == "windows";
+      return true;
     case Key::kVerbsWindow: {  // 32K..256M
       if (!value) return false;
       auto n = parse_size(*value);
@@ -327,6 +333,7 @@ po::options_description command_line_options() {
       ("nthreads,t", po::value<std::string>())               //
       ("max-lanes", po::value<std::string>())                //
       ("verbs-window", po::value<std::string>())             //
+      ("verbs-landing", po::value<std::string>())            //
       ("peer-timeout", po::value<std::string>())             //
       ("data-tls", po::value<std::string>())                 //
       ("max-handshakes", po::value<std::string>())           //
@@ -487,6 +494,8 @@ std::string usage_text(const char *argv0) {
       "      --max-lanes <num>         lanes granted to a pool at most (1..1024, default 64)\n"
       "      --verbs-window <size>     verbs, pools in the page cache or on fsdax: each lane's\n"
       "                                landing window (32K..256M, default 1M)\n"
+      "      --verbs-landing <mode>    auto (lane windows where the NIC cannot write into the\n"
+      "                                pool) or windows (for every pool)\n"
       "      --peer-timeout <sec>      a vanished or stopped client's session ends after about\n"
       "                                this long (default 30, at least 10; 0: never)\n"
       "      --data-tls <mode>         data lanes inside TLS: no, allow (when the client asks;\n"

@@ -45,6 +45,10 @@ struct Config {
   // before this daemon copies them into the pool. 1 MiB: a flush or relaxed
   // persist of up to 1 MiB takes one round trip, and 64 lanes pin 64 MiB.
   size_t verbs_window = size_t{1} << 20;
+  // verbs-landing = windows: every pool takes the bounded path, even one the
+  // NIC could write into (to measure the copy, or where registering the
+  // whole pool pins too much); auto: only those it cannot.
+  bool verbs_windows_always = false;
   // How soon a client that vanished without closing (power, network) loses
   // its session and its pool lock: TCP keepalive and TCP_USER_TIMEOUT on
   // every connection, and, in service mode, the control channel's idle

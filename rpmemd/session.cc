@@ -146,6 +146,7 @@ SessionParams session_params(const Config &config) {
   p.nthreads = config.nthreads;
   p.max_lanes = config.max_lanes;
   p.verbs_window = config.verbs_window;
+  p.verbs_windows_always = config.verbs_windows_always;
   p.peer_timeout = config.peer_timeout;
   p.data_tls = config.data_tls;
   return p;
@@ -360,6 +361,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   tp.max_lanes = nlanes;
   tp.nthreads = params_.nthreads;
   tp.verbs_window = params_.verbs_window;
+  tp.verbs_windows_always = params_.verbs_windows_always;
   tp.peer_address = params_.peer_address;
   tp.peer_timeout = params_.peer_timeout;
   tp.client_minor = req.minor;

@@ -37,6 +37,7 @@ struct SessionParams {
   unsigned nthreads = 0;
   unsigned max_lanes = 64;                    // granted at most (Config::max_lanes)
   size_t verbs_window = size_t{1} << 20;      // Config::verbs_window
+  bool verbs_windows_always = false;          // Config::verbs_windows_always
   std::string peer_address;                   // the client's address: data connections come from it
   std::chrono::milliseconds peer_timeout{0};  // Config::peer_timeout
   DataTls data_tls = DataTls::kAllow;         // Config::data_tls

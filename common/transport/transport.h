@@ -128,6 +128,8 @@ struct TargetParams {
   // verbs, pools the NIC cannot write into (the page cache, fsdax): bytes
   // of each lane's registered landing window (rpmemd's verbs-window).
   size_t verbs_window = size_t{1} << 20;
+  // verbs: the windows for every pool, even one the NIC could write into.
+  bool verbs_windows_always = false;
   // kApm only when the daemon runs with --persist-apm and the pool is pmem:
   // verbs persists by RDMA READ, tcp makes every write durable as it lands.
   proto::PersistMethod persist_method = proto::PersistMethod::kGpspm;

@@ -11,6 +11,7 @@
 # BUILD_DIR/tools/rpmem-bench with the given options, prints rpmemd's
 # resident memory before and after, and removes everything it created.
 # RPMEM_BENCH_POOL sets the pool set size (default 256M; -S must fit in it).
+# RPMEM_BENCH_PART replaces bench.set's part line (e.g. "AUTO /dev/dax0.0").
 # RPMEM_BENCH_DAEMON_CONF adds lines to rpmemd.conf (e.g. "max-lanes = 1024").
 # RPMEM_BENCH_DAEMON_WRAP is put before rpmemd's command (e.g. "taskset -c 1").
 set -euo pipefail
@@ -24,7 +25,7 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/poolsets"
 cat >"$work/poolsets/bench.set" <<SET
 PMEMPOOLSET
-${RPMEM_BENCH_POOL:-256M} $work/bench.part0
+${RPMEM_BENCH_PART:-${RPMEM_BENCH_POOL:-256M} $work/bench.part0}
 SET
 # The pool of --data-tls: its lanes inside TLS.
 cat >"$work/poolsets/bench-tls.set" <<SET

@@ -98,7 +98,9 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
   const size_t lane_bytes = params_.max_lanes * (kRecvSize + kReplySize);
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
   std::string why;
-  if (pool_.in_ram() || pool_.is_pmem()) {
+  if (params_.verbs_windows_always) {
+    why = "served through lane windows (verbs-landing = windows)";
+  } else if (pool_.in_ram() || pool_.is_pmem()) {
     if (auto ec = check_memlock(pool_.size() + lane_bytes, "the pool and lane buffers", why))
       throw SetupError(ec.value(), why);
     register_pool(why);
