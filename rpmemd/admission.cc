@@ -26,6 +26,8 @@ bool Admission::drop_oldest_handshake(std::vector<Id> &dropped, const std::strin
       if (silent_only && !c.spoke && spoke && *spoke && (*spoke)(c.id)) c.spoke = true;
       if (silent_only && c.spoke) continue;
       c.dropped = true;
+      ++dropped_conns_;
+      if (c.handshake) ++dropped_handshakes_;
       dropped.push_back(c.id);
       return true;
     }
@@ -48,12 +50,17 @@ Admission::Arrival Admission::on_connection(const std::string &peer,
   Arrival a;
   if (per_address_.count(peer) && live_from(peer) >= max_per_address_)
     drop_oldest_handshake(a.dropped, &peer, &spoke);
-  if (conns_.size() >= max_connections_ && !drop_oldest_handshake(a.dropped, nullptr, &spoke))
+  // A dropped connection has lost its descriptor already and holds nothing
+  // but its entry until its handler has run: it no longer counts against
+  // the caps. (Were it counted, a flood that keeps the loop dropping would
+  // fill the caps with them, and the next drop would take the oldest that
+  // spoke: the real client in its handshake.)
+  if (conns_.size() - dropped_conns_ >= max_connections_ &&
+      !drop_oldest_handshake(a.dropped, nullptr, &spoke))
     a.refused = "too many connections (max-connections)";
   if (a.refused) return a;
-  // A dropped connection counts until its handshake's handler has run: one
-  // dropped for max-connections may still leave the handshakes full.
-  if (handshakes_ >= max_handshakes_) drop_oldest_handshake(a.dropped, nullptr, &spoke);
+  if (handshakes_ - dropped_handshakes_ >= max_handshakes_)
+    drop_oldest_handshake(a.dropped, nullptr, &spoke);
   return a;
 }
 
@@ -73,6 +80,7 @@ void Admission::on_handshake_end(Id id) {
   if (!c || !c->handshake) return;
   c->handshake = false;
   --handshakes_;
+  if (c->dropped) --dropped_handshakes_;
   if (--per_address_[c->peer] == 0) per_address_.erase(c->peer);
 }
 
@@ -113,6 +121,7 @@ void Admission::on_session_end(Id id) {
 void Admission::on_close(Id id) {
   on_handshake_end(id);
   on_session_end(id);
+  if (const Conn *c = find(id); c && c->dropped) --dropped_conns_;
   std::erase_if(conns_, [id](const Conn &c) { return c.id == id; });
 }
 

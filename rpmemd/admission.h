@@ -42,8 +42,10 @@ class Admission {
     // or nullptr: it is admitted, and on_handshake_start() follows.
     const char *refused = nullptr;
     // Connections to close first, to make room: the oldest that are not
-    // in a session (handshakes), in the order they came. Each still counts
-    // until its on_handshake_end() / on_close(). Never set with `refused`.
+    // in a session (handshakes), in the order they came. From now on they
+    // count against no cap (the loop closes their socket at once), and are
+    // forgotten with their on_handshake_end() / on_close(). Never set with
+    // `refused`.
     std::vector<Id> dropped;
   };
   // A connection from `peer` (a numeric address) was accepted. Checked in
@@ -91,7 +93,7 @@ class Admission {
   // first.)
   void on_close(Id id);
 
-  // The counts, for tests.
+  // The counts, for tests (those dropped included, until they are closed).
   size_t connections() const noexcept { return conns_.size(); }
   unsigned handshakes() const noexcept { return handshakes_; }
   unsigned sessions() const noexcept { return sessions_; }
@@ -123,6 +125,9 @@ class Admission {
   Id next_id_ = 0;
   std::vector<Conn> conns_;  // in the order they came
   unsigned handshakes_ = 0, sessions_ = 0;
+  // Of conns_ and of handshakes_, those dropped whose handler has not run.
+  size_t dropped_conns_ = 0;
+  unsigned dropped_handshakes_ = 0;
   std::map<std::string, unsigned> per_address_, per_client_;
   // Per certificate, while it has sessions: the lanes they hold.
   std::map<std::string, LaneCounter> client_lanes_;

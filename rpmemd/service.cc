@@ -452,7 +452,10 @@ void Service::Loop::drop(Admission::Id id) {
   Conn &c = **it;
   refusals_.refused(c.peer, "the oldest unauthenticated connection, dropped for a newer one");
   boost::system::error_code ignored;
-  c.stream.next_layer().close(ignored);  // its handler forgets it
+  // Its handler forgets it, in this round of events: the socket's wait and
+  // the timer between looks at a partial record both end now.
+  c.stream.next_layer().close(ignored);
+  c.record_timer.cancel();
 }
 
 void Service::Loop::forget(const std::shared_ptr<Conn> &c) {

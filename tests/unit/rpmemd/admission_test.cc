@@ -84,7 +84,7 @@ TEST_F(AdmissionTest, MaxPerAddressDropsTheOldestHandshakeOfThatAddressOnly) {
   EXPECT_EQ(n.refused, nullptr);
   EXPECT_THAT(n.dropped, ElementsAre(first)) << "not " << other << ", another address";
   const Id third = a().on_handshake_start("10.0.0.1");
-  // The dropped one counts until it is closed, but is not dropped twice.
+  // The dropped one is there until it is closed, but is not dropped twice.
   EXPECT_THAT(a().on_connection("10.0.0.1").dropped, ElementsAre(second));
   a().on_close(first);
   a().on_close(second);
@@ -163,16 +163,42 @@ TEST_F(AdmissionTest, MaxConnectionsDropsTheOldestHandshakeNotASession) {
   Admission::Arrival n = a().on_connection("10.0.0.9");
   EXPECT_EQ(n.refused, nullptr);
   EXPECT_THAT(n.dropped, ElementsAre(h2));
-  // h2 still counts until its handler has run; it is not dropped twice.
+  const Id h4 = a().on_handshake_start("10.0.0.9");
+  EXPECT_EQ(a().connections(), 4u) << "h2 is there until its handler has run";
+  // ... but counts no more, and is not dropped twice.
   n = a().on_connection("10.0.0.9");
   EXPECT_EQ(n.refused, nullptr);
   EXPECT_THAT(n.dropped, ElementsAre(h3));
+  a().on_handshake_start("10.0.0.9");
   n = a().on_connection("10.0.0.9");
-  EXPECT_STREQ(n.refused, kConnections) << "every other one is dropped already or a session";
-  EXPECT_THAT(n.dropped, IsEmpty());
+  EXPECT_THAT(n.dropped, ElementsAre(h4));
   a().on_handshake_end(h2);
   a().on_close(h2);
-  EXPECT_EQ(refusal(), nullptr);
+  a().on_handshake_end(h3);
+  a().on_close(h3);
+  EXPECT_EQ(a().connections(), 3u);
+}
+
+// A dropped connection counts against no cap: were it counted until its
+// handler has run, a flood that keeps the loop dropping would fill the
+// caps with them, and the next arrival would drop the oldest that spoke
+// -- the real client, in the middle of its handshake.
+TEST_F(AdmissionTest, DroppedConnectionsDoNotMakeTheCapsDropOneThatSpoke) {
+  Config c = caps();
+  c.max_per_address = 2;
+  c.max_handshakes = 2;
+  make(c);
+  const Id client = connect("10.0.0.1");
+  a().on_first_bytes(client);
+  Id stranger = connect("10.0.0.1");
+  for (int i = 0; i < 10; ++i) {  // none of the dropped ones is handled yet
+    const Admission::Arrival n = a().on_connection("10.0.0.1");
+    EXPECT_EQ(n.refused, nullptr);
+    EXPECT_THAT(n.dropped, ElementsAre(stranger)) << "arrival " << i;
+    stranger = a().on_handshake_start("10.0.0.1");
+  }
+  EXPECT_EQ(a().handshakes(), 12u);
+  EXPECT_EQ(a().strangers_from("10.0.0.1"), 12u);
 }
 
 TEST_F(AdmissionTest, MaxHandshakesDropsTheOldestToAdmitTheNew) {
@@ -187,7 +213,7 @@ TEST_F(AdmissionTest, MaxHandshakesDropsTheOldestToAdmitTheNew) {
   EXPECT_EQ(n.refused, nullptr) << "a full handshake cap is never a refusal";
   EXPECT_THAT(n.dropped, ElementsAre(h1)) << "the oldest handshake, not the older session";
   const Id h3 = a().on_handshake_start("10.0.0.9");
-  EXPECT_EQ(a().handshakes(), 3u) << "h1 counts until its handler has run";
+  EXPECT_EQ(a().handshakes(), 3u) << "h1 is there until its handler has run";
   a().on_handshake_end(h1);
   a().on_close(h1);
   EXPECT_EQ(a().handshakes(), 2u);
