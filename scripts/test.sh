@@ -5,8 +5,8 @@
 # processes and a private sshd), then the same under ASan+UBSan and TSan.
 #   scripts/test.sh            everything
 #   scripts/test.sh --quick    the developer build only
-# The suites that need a kernel of their own (verbs on soft-RoCE, power
-# cuts, persistent memory) boot the project's VM (tests/vm/run); when it
+# The suites that need a kernel of their own (verbs on soft-RoCE,
+# persistent memory, power cuts) boot the project's VM (tests/vm/run); when it
 # cannot boot they fail. RPMEM_SKIP_VM=1 skips them on purpose, and the last
 # line then says which were skipped.
 set -euo pipefail
@@ -19,6 +19,12 @@ export RPMEM_SKIP_REPORT
 RPMEM_SKIP_REPORT=$(mktemp /tmp/rpmem-skipped.XXXXXX)
 trap 'rm -f "$RPMEM_SKIP_REPORT"' EXIT
 
+part() {  # runs a part of the suite and says how long it took
+  local t0=$SECONDS
+  "$@"
+  echo "=== $(basename "$1") took $((SECONDS - t0)) s (at $((SECONDS / 60)) min)"
+}
+
 run_suite() {  # name, cmake options...
   local dir="$top/build-$1"
   shift
@@ -28,6 +34,7 @@ run_suite() {  # name, cmake options...
   echo "=== test $(basename "$dir")"
   # shellcheck disable=SC2086 # CTEST_ARGS: words
   ctest --test-dir "$dir" --output-on-failure -j2 --timeout 300 ${CTEST_ARGS:-}
+  echo "=== $(basename "$dir"): built and tested at $((SECONDS / 60)) min"
 }
 
 run_suite dev -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -36,11 +43,12 @@ if [ $quick -eq 0 ]; then
     echo "vm-selftest: SKIPPED (RPMEM_SKIP_VM=1)"
     echo vm-selftest >>"$RPMEM_SKIP_REPORT"
   else
-    "$top/tests/vm/selftest"  # the VM harness itself
+    part "$top/tests/vm/selftest"  # the VM harness itself
   fi
-  "$top/scripts/test-rdma.sh" "$top/build-dev"  # verbs on soft-RoCE in a VM
-  "$top/scripts/test-powercut.sh" "$top/build-dev"  # power cuts of a VM target, tcp and verbs
-  "$top/tests/packaging/test-packages.sh" "$top/build-pkg"
+  part "$top/scripts/test-rdma.sh" "$top/build-dev"  # verbs on soft-RoCE in a VM
+  part "$top/scripts/test-pmem.sh" "$top/build-dev"  # pools on emulated NVDIMMs: fsdax, devdax
+  part "$top/scripts/test-powercut.sh" "$top/build-dev"  # power cuts of a VM target, tcp and verbs
+  part "$top/tests/packaging/test-packages.sh" "$top/build-pkg"
   # Under the sanitizers the integration suite runs once, with cleartext
   # lanes (its TLS-lane tests, tls_lanes_test.cc and the service's, are in
   # it); the whole suite over TLS lanes (-L tls-lanes) runs in the dev build.
@@ -48,7 +56,7 @@ if [ $quick -eq 0 ]; then
     -DCMAKE_BUILD_TYPE=Debug "-DRPMEM_SANITIZE=address,undefined"
   CTEST_ARGS="-LE tls-lanes" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     run_suite tsan -DCMAKE_BUILD_TYPE=Debug -DRPMEM_SANITIZE=thread
-  "$top/scripts/fuzz.sh" "${RPMEM_FUZZ_SECONDS:-20}"
+  part "$top/scripts/fuzz.sh" "${RPMEM_FUZZ_SECONDS:-20}"
 fi
 if [ -s "$RPMEM_SKIP_REPORT" ]; then
   echo "scripts/test.sh: SKIPPED on purpose (RPMEM_SKIP_VM=1), so NOT tested: $(tr '\n' ' ' <"$RPMEM_SKIP_REPORT")"
