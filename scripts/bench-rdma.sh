@@ -5,7 +5,7 @@
 # perftest's ib_write_lat / ib_send_lat / ib_read_lat (the device alone),
 # then tools/rpmem-bench through librpmem over verbs (tcp disabled) and over
 # tcp (verbs disabled), in the same boot. Figures under TCG emulation are
-# only meaningful as ratios (docs/performance-verbs.md).
+# only meaningful as ratios (docs/performance.md).
 #   scripts/bench-rdma.sh [BUILD_DIR] [rpmem-bench options]   default: build-dev
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
