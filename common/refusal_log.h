@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rpmem {
@@ -25,6 +27,7 @@ class RefusalLog {
 
   // `why` is compared by address: a string literal (or strerror's text).
   void refused(const std::string &peer, const char *why) {
+    count(why);
     const auto now = std::chrono::steady_clock::now();
     if (now - window_ >= std::chrono::seconds(1)) {
       flush();
@@ -42,6 +45,24 @@ class RefusalLog {
       ++it->held_back;
   }
 
+  // Counts a refusal by reason without a log line (the caller logs it).
+  void count(const char *why) {
+    auto it =
+        std::find_if(totals_.begin(), totals_.end(), [&](const auto &t) { return t.first == why; });
+    if (it == totals_.end() && totals_.size() < kMaxTotals) {
+      totals_.emplace_back(why, 0);
+      it = totals_.end() - 1;
+    }
+    ++(it == totals_.end() ? other_ : it->second);
+  }
+  // Every refusal since this log began, by reason, in the order they first
+  // came ("other reasons" past the first kMaxTotals).
+  std::vector<std::pair<std::string, uint64_t>> totals() const {
+    std::vector<std::pair<std::string, uint64_t>> t(totals_.begin(), totals_.end());
+    if (other_) t.emplace_back("other reasons", other_);
+    return t;
+  }
+
   void flush() {
     for (const Kind &k : kinds_)
       if (k.held_back > 0) RPMEM_LOG_WARN("%u more %ss refused: %s", k.held_back, what_, k.why);
@@ -51,6 +72,7 @@ class RefusalLog {
  private:
   static constexpr unsigned kPerSecond = 5;
   static constexpr size_t kMaxKinds = 16;
+  static constexpr size_t kMaxTotals = 64;
   struct Kind {
     const char *why;
     unsigned logged, held_back;
@@ -58,6 +80,8 @@ class RefusalLog {
   const char *what_;
   std::chrono::steady_clock::time_point window_{};
   std::vector<Kind> kinds_;
+  std::vector<std::pair<const char *, uint64_t>> totals_;
+  uint64_t other_ = 0;
 };
 
 }  // namespace rpmem

@@ -52,6 +52,10 @@ enum class Key {
   kMaxSessionsPerClient,
   kMaxLanesPerClient,
   kHandshakeTimeout,
+  kStatusSocket,
+  kStatusGroup,
+  kMetricsListen,
+  kMetricsPublic,
 };
 
 std::optional<Key> find_key(std::string_view name) {
@@ -80,6 +84,10 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "max-sessions-per-client") return Key::kMaxSessionsPerClient;
   if (name == "max-lanes-per-client") return Key::kMaxLanesPerClient;
   if (name == "handshake-timeout") return Key::kHandshakeTimeout;
+  if (name == "status-socket") return Key::kStatusSocket;
+  if (name == "status-group") return Key::kStatusGroup;
+  if (name == "metrics-listen") return Key::kMetricsListen;
+  if (name == "metrics-public") return Key::kMetricsPublic;
   return std::nullopt;
 }
 
@@ -217,6 +225,18 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
       out.handshake_timeout = *n;
       return true;
     }
+    case Key::kStatusSocket:  // an absolute path, or none
+      if (!value || (*value != "none" && !is_absolute_dir(std::string(*value)))) return false;
+      out.status_socket = *value == "none" ? std::string() : std::string(*value);
+      out.status_socket_set = true;
+      return true;
+    case Key::kStatusGroup:
+    case Key::kMetricsListen:
+      if (!value) return false;
+      (key == Key::kStatusGroup ? out.status_group : out.metrics_listen) = std::string(*value);
+      return true;
+    case Key::kMetricsPublic:
+      return set_bool(out.metrics_public, value);
     case Key::kVerbsLanding:  // auto | windows
       if (!value || (*value != "auto" && *value != "windows")) return false;
       out.verbs_windows_always = *value == "windows";
@@ -343,6 +363,10 @@ po::options_description command_line_options() {
       ("max-sessions-per-client", po::value<std::string>())  //
       ("max-lanes-per-client", po::value<std::string>())     //
       ("handshake-timeout", po::value<std::string>())        //
+      ("status-socket", po::value<std::string>())            //
+      ("status-group", po::value<std::string>())             //
+      ("metrics-listen", po::value<std::string>())           //
+      ("metrics-public", "")                                 //
       ("log-file", po::value<std::string>())                 //
       ("poolset-dir", po::value<std::string>())              //
       ("persist-apm", "")                                    //
@@ -521,7 +545,12 @@ std::string usage_text(const char *argv0) {
       "      --max-sessions-per-client <num>  service: sessions of one certificate (64)\n"
       "      --max-lanes-per-client <num>  service: lanes of all sessions of one certificate "
       "(1024)\n"
-      "      --handshake-timeout <sec> service: a TLS handshake ends within this (1..60, 3)\n";
+      "      --handshake-timeout <sec> service: a TLS handshake ends within this (1..60, 3)\n"
+      "      --status-socket <path>    service: the status socket (none: off; default\n"
+      "                                $RUNTIME_DIRECTORY/status.sock under systemd)\n"
+      "      --status-group <group>    service: the group that may read the status socket\n"
+      "      --metrics-listen <a:port> service: Prometheus metrics over HTTP (loopback only)\n"
+      "      --metrics-public          service: let metrics-listen be a non-loopback address\n";
   for (std::string_view level : {"err     error conditions", "warn    warning conditions",
                                  "notice  normal, but significant, condition",
                                  "info    informational message", "debug   debug-level message"}) {

@@ -81,6 +81,17 @@ struct Config {
   // under a second even over a link of 300 ms; a stranger who holds a slot
   // loses it this soon.
   unsigned handshake_timeout = 3;
+  // The status channel (rpmemd/status_server.h): a Unix socket, mode 0660
+  // in `status_group` (empty: the daemon's group). Unset: under systemd
+  // (RuntimeDirectory=), $RUNTIME_DIRECTORY/status.sock, else none; set to
+  // "none" (empty here): none.
+  std::string status_socket;
+  bool status_socket_set = false;
+  std::string status_group;
+  // Prometheus metrics over HTTP on ADDRESS:PORT (empty: none); an address
+  // that is not loopback only with metrics_public.
+  std::string metrics_listen;
+  bool metrics_public = false;
 
   // What to do instead of serving a session.
   std::optional<std::string> remove;  // -r POOLSET

@@ -4,11 +4,14 @@
 #include "common/log.h"
 #include "rpmemd/config.h"
 #include "rpmemd/daemon.h"
+#include "rpmemd/status_server.h"
 
 #include <signal.h>
 #include <sys/resource.h>
 
 #include <cstdio>
+#include <cstring>
+#include <string>
 #include <string_view>
 
 namespace {
@@ -36,10 +39,32 @@ void raise_nofile_limit() {
   }
 }
 
+// rpmemd status [--json | --metrics] [--socket PATH]: asks a running
+// service (its status socket) and prints the answer.
+int status_main(int argc, char *argv[]) {
+  std::string path = "/run/rpmemd/status.sock";
+  std::string request = "status";
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--json") {
+      request = "status json";
+    } else if (a == "--metrics") {
+      request = "metrics";
+    } else if (a == "--socket" && i + 1 < argc) {
+      path = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s status [--json | --metrics] [--socket PATH]\n", argv[0]);
+      return 2;
+    }
+  }
+  return rpmemd::status_command(path, request);
+}
+
 }  // namespace
 
 int main(int argc, char *argv[]) {
   ::signal(SIGPIPE, SIG_IGN);
+  if (argc >= 2 && std::strcmp(argv[1], "status") == 0) return status_main(argc, argv);
   raise_nofile_limit();
   rpmem::log::configure(rpmem::log::Level::kErr, rpmem::log::Sink::kStderr, {}, "rpmemd");
   rpmemd::Config config;

@@ -29,6 +29,7 @@
 #include <openssl/x509.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -37,6 +38,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <filesystem>
 #include <list>
 #include <mutex>
 #include <thread>
@@ -162,6 +164,7 @@ struct Service::Conn {
   std::string refused;  // why the TLS policy refused the client's certificate
   // Lanes granted to all sessions of this certificate (max-lanes-per-client).
   Admission::LaneCounter client_lanes;
+  std::shared_ptr<SessionStatus> status;  // once in a session
 };
 
 namespace {
@@ -253,7 +256,9 @@ Service::Loop::Loop(Service &service, ServerTls &tls, int listen_fd, int signal_
       signals_(io_, ::dup(signal_fd)),
       hangups_(io_, ::dup(hangup_fd)),
       backoff_(io_),
-      admission_(config_) {
+      admission_(config_),
+      tick_(io_),
+      started_ns_(rpmem::transport::LaneCounters::now_ns()) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);
   ::getsockname(listen_fd, reinterpret_cast<sockaddr *>(&ss), &len);
@@ -265,6 +270,26 @@ Service::Loop::Loop(Service &service, ServerTls &tls, int listen_fd, int signal_
   }
   acceptor_.non_blocking(true, ec);
   spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+
+  std::string path = config_.status_socket;
+  if (!config_.status_socket_set)
+    if (const char *dir = std::getenv("RUNTIME_DIRECTORY"); dir && *dir)
+      path = std::string(dir).substr(0, std::string(dir).find(':')) + "/status.sock";
+  if (!config_.metrics_listen.empty() && !config_.metrics_public &&
+      !is_loopback_listen(config_.metrics_listen))
+    throw SetupError(EINVAL, "metrics-listen " + config_.metrics_listen +
+                                 " is not a loopback address (metrics-public = yes allows it)");
+  if (!path.empty() || !config_.metrics_listen.empty())
+    status_ = std::make_unique<StatusServer>(
+        io_, path, config_.status_group, config_.metrics_listen, [this](StatusServer::What what) {
+          const StatusSnapshot s = snapshot();
+          return what == StatusServer::What::kText   ? render_text(s)
+                 : what == StatusServer::What::kJson ? render_json(s)
+                                                     : render_metrics(s);
+        });
+#ifdef RPMEM_HAVE_SYSTEMD
+  if (sd_watchdog_enabled(0, &watchdog_usec_) <= 0) watchdog_usec_ = 0;
+#endif
 }
 
 Service::Loop::~Loop() {
@@ -275,6 +300,7 @@ void Service::Loop::run() {
   accept_next();
   wait_signal();
   wait_hangup();
+  tick();
   // Every handler catches what it can throw; an exception here would be a
   // bug, and the service ends cleanly rather than abort.
   for (;;) {
@@ -325,6 +351,8 @@ void Service::Loop::stop() {
   signals_.close(ignored);
   hangups_.close(ignored);
   backoff_.cancel();
+  tick_.cancel();
+  if (status_) status_->stop();
   // Handshakes end now; sessions see their socket shut down, make their
   // pool durable, unlock it and end; their threads are joined in run().
   for (auto &c : conns_) {
@@ -472,9 +500,12 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
   // closed its socket (dropped for a newer connection, or timed out) still
   // ends in success; the descriptor may be another file's by now.
   if (ec || stopping_ || !c->stream.next_layer().is_open()) {
-    if (ec && ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor)
+    if (ec && ec != asio::error::operation_aborted && ec != asio::error::bad_descriptor) {
       RPMEM_LOG_WARN("client %u (%s): TLS handshake failed: %s", c->id, c->peer.c_str(),
                      c->refused.empty() ? ec.message().c_str() : c->refused.c_str());
+      refusals_.count(c->refused.empty() ? "TLS handshake failed"
+                                         : "TLS handshake failed: certificate refused");
+    }
     return forget(c);
   }
   // The TLS policy checked the name in the handshake already.
@@ -487,6 +518,7 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
   if (verdict.refused) {
     RPMEM_LOG_WARN("client %u (%s): certificate '%s' %s", c->id, c->peer.c_str(), cn.c_str(),
                    verdict.refused);
+    refusals_.count(verdict.refused);
     refuse_session(c);
     return;
   }
@@ -496,6 +528,11 @@ void Service::Loop::handshaken(const std::shared_ptr<Conn> &c,
   RPMEM_LOG_NOTICE("client %u (%s): '%s' authenticated, pool set directory %s", c->id,
                    c->peer.c_str(), cn.c_str(), dir.c_str());
   try {
+    // Its lanes count what they serve only where someone can ask.
+    if (status_)
+      c->status = std::make_shared<SessionStatus>(c->id, cn, c->peer,
+                                                  rpmem::transport::LaneCounters::now_ns());
+    ++sessions_started_;
     c->thread = std::thread([this, c] {
       serve(c);
       ::shutdown(c->fd, SHUT_RDWR);  // the client sees the end now
@@ -533,6 +570,7 @@ void Service::Loop::session_done(const std::shared_ptr<Conn> &c) {
   if (c->thread.joinable()) c->thread.join();  // it has posted this: it is ending
   c->in_session = false;
   admission_.on_session_end(c->id);
+  if (c->status) ended_[c->name] += c->status->view().totals;
   RPMEM_LOG_INFO("client %u (%s): session ended", c->id, c->peer.c_str());
   forget(c);
 }
@@ -552,6 +590,7 @@ void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
     params.peer_address = c.peer;
     params.client_lanes = c.client_lanes;
     params.max_client_lanes = config_.max_lanes_per_client;
+    params.status = c.status;
     // TLS lanes: the service's context, and the certificate this client
     // proved it holds, which each of its lanes must present too.
     SSL_CTX *ctx = tls_.context().native_handle();
@@ -567,6 +606,72 @@ void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
   } catch (const std::exception &e) {
     RPMEM_LOG_ERR("client %u (%s): %s", c.id, c.peer.c_str(), e.what());
   }
+}
+
+void Service::Loop::tick() {
+  if (stopping_) return;
+  const int64_t now = rpmem::transport::LaneCounters::now_ns();
+  for (const auto &c : conns_)
+    if (c->in_session && c->status) c->status->sample(now);
+  const std::string status = "STATUS=" + render_systemd_status(snapshot());
+  if (status != systemd_status_) {
+    notify(status.c_str());
+    systemd_status_ = status;
+  }
+  if (watchdog_usec_) notify("WATCHDOG=1");
+  // Once a second, or twice per watchdog interval when that is shorter.
+  auto every = std::chrono::microseconds(1000000);
+  if (watchdog_usec_ && watchdog_usec_ / 2 < 1000000)
+    every = std::chrono::microseconds(std::max<uint64_t>(watchdog_usec_ / 2, 1000));
+  tick_.expires_after(every);
+  tick_.async_wait([this](const boost::system::error_code &e) {
+    if (!e) tick();
+  });
+}
+
+namespace {
+
+// Descriptors open in this process.
+uint64_t open_descriptors() {
+  uint64_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+}  // namespace
+
+StatusSnapshot Service::Loop::snapshot() const {
+  StatusSnapshot s;
+  s.version = RPMEM_VERSION;
+  s.now_ns = rpmem::transport::LaneCounters::now_ns();
+  s.uptime_s = static_cast<double>(s.now_ns - started_ns_) / 1e9;
+  s.sessions_started = sessions_started_;
+  unsigned per_client = 0;
+  long lanes_per_client = 0;
+  for (const auto &c : conns_) {
+    if (!c->in_session || !c->status) continue;
+    s.sessions.push_back(c->status->view());
+    per_client = std::max(per_client, admission_.sessions_of(c->name));
+    if (auto lanes = admission_.lanes_of(c->name))
+      lanes_per_client = std::max(lanes_per_client, lanes->load());
+  }
+  rlimit rl{};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  s.caps = {
+      {"max-handshakes", admission_.handshakes(), config_.max_handshakes},
+      {"max-connections", admission_.connections(), config_.max_connections},
+      {"max-sessions", admission_.sessions(), config_.max_sessions},
+      {"max-sessions-per-client", per_client, config_.max_sessions_per_client},
+      {"max-lanes-per-client", static_cast<uint64_t>(std::max(0L, lanes_per_client)),
+       config_.max_lanes_per_client},
+      {"descriptors (RLIMIT_NOFILE)", open_descriptors(), static_cast<uint64_t>(rl.rlim_cur)},
+  };
+  s.refusals = refusals_.totals();
+  s.ended.assign(ended_.begin(), ended_.end());
+  return s;
 }
 
 }  // namespace rpmemd

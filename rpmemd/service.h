@@ -12,6 +12,8 @@
 #include "common/refusal_log.h"
 #include "rpmemd/admission.h"
 #include "rpmemd/config.h"
+#include "rpmemd/status.h"
+#include "rpmemd/status_server.h"
 #include "rpmemd/tls_policy.h"
 
 #include <boost/asio/io_context.hpp>
@@ -22,6 +24,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +67,9 @@ class Service {
     void forget(const std::shared_ptr<Conn> &c);
     void drop(Admission::Id id);                          // closes a handshake to make room
     void serve(const std::shared_ptr<Conn> &c) noexcept;  // a session's thread
+    // Once a second: the sessions' rates, systemd's STATUS= and watchdog.
+    void tick();
+    StatusSnapshot snapshot() const;
 
     Service &service_;
     const Config &config_;
@@ -80,6 +86,15 @@ class Service {
     std::vector<std::shared_ptr<Conn>> conns_;
     Admission admission_;
     rpmem::RefusalLog refusals_{"connection"};
+    // What the status channel tells: since when, how many sessions, what
+    // the ended ones did by client certificate.
+    std::unique_ptr<StatusServer> status_;
+    boost::asio::steady_timer tick_;
+    int64_t started_ns_ = 0;
+    uint64_t sessions_started_ = 0;
+    std::map<std::string, rpmem::transport::LaneTotals> ended_;
+    std::string systemd_status_;  // the last STATUS= sent
+    uint64_t watchdog_usec_ = 0;  // WatchdogSec= of the unit; 0: none
   };
 
   Config config_;

@@ -184,6 +184,7 @@ Session::~Session() {
 
 void Session::release(bool remove) noexcept {
   if (target_) target_->stop();
+  if (target_ && params_.status) params_.status->pool_closed();
   target_.reset();
   g_lane_fds.fetch_sub(lane_fds_);
   lane_fds_ = 0;
@@ -365,6 +366,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   tp.peer_address = params_.peer_address;
   tp.peer_timeout = params_.peer_timeout;
   tp.client_minor = req.minor;
+  if (params_.status) tp.counters = std::make_shared<rpmem::transport::TargetCounters>(nlanes);
   if (tls && params_.cert_lanes) {
     tp.tls = params_.cert_lanes;  // the control channel's certificates
   } else if (tls) {
@@ -426,6 +428,16 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     return undo(Status::kFatalConn);
   }
   log_policy(kind);
+  if (params_.status) {
+    PoolInfo info;
+    info.pool_set = req.pool_set;
+    info.lanes_asked = req.nlanes;
+    info.lanes_granted = nlanes;
+    info.transport = kind == proto::TransportKind::kVerbs ? "verbs" : tls ? "tcp+tls" : "tcp";
+    info.medium = pool_->is_pmem() ? "pmem" : pool_->in_ram() ? "ram" : "disk";
+    info.method = apm_ ? "APM" : "GPSPM";
+    params_.status->pool_opened(info, tp.counters);
+  }
   resp.nlanes = nlanes;
   resp.port = target_->port();
   resp.transport = kind;

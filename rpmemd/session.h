@@ -10,6 +10,7 @@
 #include "rpmemd/config.h"
 #include "rpmemd/control_io.h"
 #include "rpmemd/pool_store.h"
+#include "rpmemd/status.h"
 
 #include <atomic>
 #include <chrono>
@@ -49,6 +50,9 @@ struct SessionParams {
   // certificate (shared with them), and their cap. Null: no such cap.
   std::shared_ptr<std::atomic<long>> client_lanes;
   unsigned max_client_lanes = 0;
+  // Service mode: where the status channel reads what this session's pool
+  // and lanes are doing (null: nothing is counted).
+  std::shared_ptr<SessionStatus> status;
   // Makes the data-plane target of an open pool, as make_target() (never
   // empty). Tests put a fake transport's here.
   std::function<std::unique_ptr<rpmem::transport::Target>(rpmem::transport::TransportKind,

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/proto.h"
+#include "common/transport/lane_stats.h"
 
 #include <chrono>
 #include <cstddef>
@@ -141,6 +142,9 @@ struct TargetParams {
   // Called once, from a transport thread, when a lane sees malformed input:
   // the session should end.
   std::function<void(const std::string &why)> on_fatal;
+  // Where the lanes count what they serve (lane_stats.h), one per lane
+  // granted; null: they count nothing.
+  std::shared_ptr<TargetCounters> counters;
 };
 
 // A listening target: serves lanes on threads of its own until stop().

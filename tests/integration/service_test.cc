@@ -5,11 +5,13 @@
 #include "tests/integration/harness.h"
 #include "tests/integration/raw_peer.h"
 #include "tests/integration/tls_peer.h"
+#include "tests/prom_check.h"
 #include "tests/sanitizers.h"
 
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,6 +29,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <thread>
 
 #include "librpmem.h"
@@ -86,6 +89,10 @@ class Service : public ::testing::Test {
     ASSERT_GE(daemon_, 0);
     if (daemon_ == 0) {
       ::setenv("NOTIFY_SOCKET", notify_path.c_str(), 1);
+      if (runtime_dir_.empty())
+        ::unsetenv("RUNTIME_DIRECTORY");
+      else
+        ::setenv("RUNTIME_DIRECTORY", runtime_dir_.c_str(), 1);
       if (nofile_ > 0) {
         rlimit rl{nofile_, nofile_};
         ::setrlimit(RLIMIT_NOFILE, &rl);
@@ -137,8 +144,9 @@ class Service : public ::testing::Test {
   }
 
   Target target_;
-  std::string extra_conf_;  // more lines for service.conf
-  rlim_t nofile_ = 0;       // the service's RLIMIT_NOFILE (soft and hard); 0: inherited
+  std::string extra_conf_;   // more lines for service.conf
+  std::string runtime_dir_;  // the service's RUNTIME_DIRECTORY (systemd's); empty: none
+  rlim_t nofile_ = 0;        // the service's RLIMIT_NOFILE (soft and hard); 0: inherited
   int notify_fd_ = -1;
   pid_t daemon_ = -1;
   int port_ = 0;
@@ -1003,6 +1011,313 @@ TEST_F(ServiceWithManySessions, FiveHundredSessionsAtOnce) {
     auto r = target_.remote_pool({{kSmall, "m" + std::to_string(i) + ".part"}}, false);
     EXPECT_TRUE(same_bytes(r.data(), locals[i]->data(), 0, 65536)) << i;
   }
+}
+
+// --- The status channel --------------------------------------------------------------------------
+
+// Connects to the Unix socket `path`; -1 with errno set on failure.
+int connect_unix(const std::string &path) {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof(a.sun_path) - 1);
+  if (::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0) {
+    const int e = errno;
+    ::close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
+// Everything `fd` sends until it closes (or `timeout_ms` passes).
+std::string read_to_end(int fd, int timeout_ms = 5000) {
+  std::string out;
+  const auto end = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  char buf[65536];
+  while (Clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// Sends `bytes` to the status socket `path` and returns the whole answer.
+std::string ask(const std::string &path, const std::string &bytes) {
+  const int fd = connect_unix(path);
+  if (fd < 0) return std::string("connect: ") + std::strerror(errno);
+  write_all_fd(fd, bytes.data(), bytes.size());
+  std::string out = read_to_end(fd);
+  ::close(fd);
+  return out;
+}
+
+// The JSON object of `client`'s session in `json` (the text between its
+// braces), or "".
+std::string session_of(const std::string &json, const std::string &client) {
+  const size_t at = json.find("\"client\":\"" + client + "\"");
+  if (at == std::string::npos) return "";
+  const size_t open = json.rfind('{', at);
+  return json.substr(open, json.find('}', at) - open + 1);
+}
+
+class ServiceStatus : public Service {
+ protected:
+  ServiceStatus() { extra_conf_ = "status-socket = " + socket() + "\n"; }
+  std::string socket() const { return target_.dir() + "/status.sock"; }
+  // `rpmemd status ARGS --socket ...`: its stdout and exit status.
+  std::pair<std::string, int> command(const std::string &args) const {
+    const std::string cmd =
+        std::string(RPMEMD_PATH) + " status " + args + " --socket " + socket() + " 2>&1";
+    FILE *f = ::popen(cmd.c_str(), "r");
+    if (!f) return {"popen failed", -1};
+    std::string out;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof(buf), f)) > 0;) out.append(buf, n);
+    const int st = ::pclose(f);
+    return {out, WIFEXITED(st) ? WEXITSTATUS(st) : -1};
+  }
+  // Waits until the service has no session left (their ends are posted to
+  // its loop after the clients' closes return).
+  void until_no_session() const {
+    for (int i = 0; i < 100; ++i) {
+      if (ask(socket(), "status json\n").find("\"sessions\":[]") != std::string::npos) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+};
+
+TEST_F(ServiceStatus, ShowsWhatEachClientDidAndTheMetricsCountIt) {
+  LocalPool a(kPool, 1), b(kPool, 2);
+  unsigned na = 2, nb = 1;
+  RPMEMpool *pa = create("p.set", a, na);
+  ASSERT_NE(pa, nullptr) << rpmem_errormsg();
+  as("bob");
+  RPMEMpool *pb = create("p.set", b, nb);
+  ASSERT_NE(pb, nullptr) << rpmem_errormsg();
+  for (unsigned i = 0; i < 10; ++i)
+    ASSERT_EQ(rpmem_persist(pa, 8192 + i * 4096, 4096, i % na, 0), 0) << rpmem_errormsg();
+  for (unsigned i = 0; i < 3; ++i)
+    ASSERT_EQ(rpmem_persist(pa, 409600 + i * 8, 8, 0, 0), 0);
+  std::vector<uint8_t> back(4096);
+  ASSERT_EQ(rpmem_read(pa, back.data(), 8192, 4096, 0), 0) << rpmem_errormsg();
+  for (unsigned i = 0; i < 5; ++i) ASSERT_EQ(rpmem_persist(pb, 4096 + i * 100, 100, 0, 0), 0);
+
+  const auto [json, rc] = command("--json");
+  ASSERT_EQ(rc, 0) << json;
+  const std::string alice = session_of(json, "alice"), bob = session_of(json, "bob");
+  ASSERT_FALSE(alice.empty()) << json;
+  ASSERT_FALSE(bob.empty()) << json;
+  EXPECT_NE(alice.find("\"pool_set\":\"p.set\",\"open\":true,\"lanes_asked\":2,\"lanes_granted\":" +
+                       std::to_string(na)),
+            std::string::npos)
+      << alice;
+  EXPECT_NE(alice.find("\"persists\":13,\"bytes_persisted\":40984,"), std::string::npos) << alice;
+  // Over verbs a pool the NIC reads directly serves reads with no target
+  // CPU: nothing to count.
+  const bool verbs = alice.find("\"transport\":\"verbs\"") != std::string::npos;
+  const bool read_counted =
+      alice.find("\"reads\":1,\"bytes_read\":4096,\"failed\":0") != std::string::npos;
+  EXPECT_TRUE(read_counted || (verbs && alice.find("\"reads\":0,\"bytes_read\":0,\"failed\":0") !=
+                                            std::string::npos))
+      << alice;
+  EXPECT_NE(alice.find("\"address\":\"" + test_ip() + "\""), std::string::npos) << alice;
+  EXPECT_EQ(alice.find("\"persist_p50_seconds\":null"), std::string::npos) << alice;
+  EXPECT_NE(bob.find("\"persists\":5,\"bytes_persisted\":500,"), std::string::npos) << bob;
+  EXPECT_NE(json.find("\"max-sessions\":{\"used\":2,\"max\":512}"), std::string::npos) << json;
+
+  const auto [text, trc] = command("");
+  ASSERT_EQ(trc, 0) << text;
+  std::cout << "rpmemd status:\n" << text;
+  EXPECT_NE(text.find("2 sessions (2 since start)"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find("'alice' from " + test_ip() + ", p.set, lanes " + std::to_string(na) + "/2 asked"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("persisted 500 B in 5 calls"), std::string::npos) << text;
+
+  ASSERT_EQ(rpmem_close(pa), 0);
+  ASSERT_EQ(rpmem_close(pb), 0);
+  until_no_session();
+  // Ended sessions stay in the metrics' counters.
+  const std::string m = ask(socket(), "metrics\n");
+  std::map<std::string, double> v;
+  ASSERT_EQ(prom_check(m, &v), "") << m;
+  EXPECT_EQ(v["rpmemd_bytes_persisted_total{client=\"alice\"}"], 40984) << m;
+  EXPECT_EQ(v["rpmemd_bytes_persisted_total{client=\"bob\"}"], 500) << m;
+  EXPECT_EQ(v["rpmemd_requests_total{client=\"alice\",op=\"read\"}"], read_counted ? 1 : 0) << m;
+  EXPECT_EQ(v["rpmemd_bytes_read_total{client=\"alice\"}"], read_counted ? 4096 : 0) << m;
+  EXPECT_EQ(v["rpmemd_persist_seconds_count"], 18) << m;
+  EXPECT_EQ(v["rpmemd_sessions"], 0) << m;
+  EXPECT_EQ(v["rpmemd_sessions_started_total"], 2) << m;
+  // The same over HTTP, as a scraper asks.
+  const std::string h = ask(socket(), "GET /metrics HTTP/1.1\r\nHost: rpmemd\r\n\r\n");
+  ASSERT_EQ(h.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << h;
+  EXPECT_NE(h.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << h;
+  const size_t body = h.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos);
+  EXPECT_EQ(prom_check(h.substr(body + 4)), "") << h;
+}
+
+TEST_F(ServiceStatus, CountsRefusalsByReason) {
+  LocalPool local(kPool);
+  unsigned nl = 1;
+  as("carol");  // a certificate of the CA, but no pool set directory
+  EXPECT_EQ(create("p.set", local, nl), nullptr);
+  EXPECT_EQ(errno, EACCES);
+  as("mallory");  // another CA's certificate
+  EXPECT_EQ(create("p.set", local, nl), nullptr);
+  const std::string json = ask(socket(), "status json\n");
+  EXPECT_NE(json.find("\"has no pool set directory\":1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"TLS handshake failed"), std::string::npos) << json;
+  std::map<std::string, double> v;
+  const std::string m = ask(socket(), "metrics\n");
+  ASSERT_EQ(prom_check(m, &v), "") << m;
+  EXPECT_EQ(v["rpmemd_refusals_total{reason=\"has no pool set directory\"}"], 1) << m;
+  EXPECT_EQ(v["rpmemd_sessions_started_total"], 0) << m;
+}
+
+TEST_F(ServiceStatus, BadRequestsGetAnErrorAndTheServiceGoesOn) {
+  EXPECT_EQ(ask(socket(), "bogus\n").rfind("error: unknown request 'bogus'", 0), 0u);
+  EXPECT_EQ(ask(socket(), std::string("\x01\xff\n", 3))
+                .rfind("error: unknown request '?"
+                       "?'",
+                       0),
+            0u);
+  EXPECT_EQ(ask(socket(), std::string(5000, 'x')), "error: request too long\n");
+  EXPECT_EQ(ask(socket(), "GET /secrets HTTP/1.0\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+  const auto [out, rc] = command("--bogus");
+  EXPECT_EQ(rc, 2) << out;
+  // Eight connections that say nothing hold every place; a ninth is closed
+  // at once; theirs end after 2 s.
+  std::vector<int> idle;
+  for (int i = 0; i < 8; ++i) idle.push_back(connect_unix(socket()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const int ninth = connect_unix(socket());
+  ASSERT_GE(ninth, 0);
+  const auto t0 = Clock::now();
+  EXPECT_TRUE(peer_closes(ninth, 1000)) << "past the cap a newcomer is closed";
+  ::close(ninth);
+  for (int fd : idle) {
+    EXPECT_TRUE(peer_closes(fd, 5000)) << "an idle status connection ends after 2 s";
+    ::close(fd);
+  }
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(1500));
+  // Still there, for the status and for clients.
+  EXPECT_EQ(ask(socket(), "status\n").rfind("rpmemd ", 0), 0u);
+  LocalPool local(kPool, 3);
+  unsigned nl = 1;
+  RPMEMpool *rpp = create("p.set", local, nl);
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
+  EXPECT_EQ(rpmem_persist(rpp, 0, kPool, 0, 0), 0);
+  EXPECT_EQ(rpmem_close(rpp), 0);
+  EXPECT_NE(log().find("status request refused: 'bogus'"), std::string::npos) << log();
+  EXPECT_NE(log().find("status connection refused"), std::string::npos) << log();
+}
+
+TEST_F(ServiceStatus, TellsSystemdItsSessionsInStatus) {
+  LocalPool local(kPool);
+  unsigned nl = 1;
+  RPMEMpool *rpp = create("p.set", local, nl);
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
+  std::string seen;
+  for (int i = 0; i < 50 && seen.find("STATUS=1 session;") == std::string::npos; ++i) {
+    pollfd p{notify_fd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) != 1) continue;
+    char buf[512] = {};
+    const ssize_t n = ::recv(notify_fd_, buf, sizeof(buf) - 1, 0);
+    if (n > 0) seen += std::string(buf, static_cast<size_t>(n)) + "\n";
+  }
+  EXPECT_NE(seen.find("STATUS=1 session; handshakes 0/128; connections 1/1024"), std::string::npos)
+      << seen;
+  EXPECT_EQ(rpmem_close(rpp), 0);
+}
+
+// Under systemd (RuntimeDirectory=) the socket is there without a word of
+// configuration.
+class ServiceUnderSystemd : public ServiceStatus {
+ protected:
+  ServiceUnderSystemd() {
+    extra_conf_.clear();
+    runtime_dir_ = target_.dir();
+  }
+};
+
+TEST_F(ServiceUnderSystemd, HasItsStatusSocketInTheRuntimeDirectory) {
+  EXPECT_EQ(ask(runtime_dir_ + "/status.sock", "status\n").rfind("rpmemd ", 0), 0u) << log();
+  EXPECT_NE(log().find("service: status on " + runtime_dir_ + "/status.sock"), std::string::npos);
+}
+
+// The socket's group (status-group) may ask; any other user may not.
+class ServiceStatusGroup : public ServiceStatus {
+ protected:
+  ServiceStatusGroup() { extra_conf_ += "status-group = nogroup\n"; }
+};
+
+TEST_F(ServiceStatusGroup, TheSocketIsForRootAndItsGroupOnly) {
+  struct stat st {};
+  ASSERT_EQ(::stat(socket().c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(st.st_gid, 65534u) << "nogroup";
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become other users";
+  ::chmod(target_.dir().c_str(), 0755);  // the directory is not what refuses them
+  auto as_user = [&](uid_t uid, gid_t gid) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      if (::setgroups(0, nullptr) != 0 || ::setgid(gid) != 0 || ::setuid(uid) != 0) ::_exit(3);
+      const int fd = connect_unix(socket());
+      if (fd >= 0) ::_exit(0);
+      ::_exit(errno == EACCES ? 1 : 2);
+    }
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  EXPECT_EQ(as_user(65534, 65534), 0) << "nobody, in nogroup, may ask";
+  EXPECT_EQ(as_user(1, 1), 1) << "daemon, in another group, is refused (EACCES)";
+}
+
+// Metrics on a TCP address: loopback, and HTTP GET /metrics only.
+class ServiceMetricsTcp : public ServiceStatus {
+ protected:
+  ServiceMetricsTcp() : metrics_port_(free_port()) {
+    extra_conf_ += "metrics-listen = 127.0.0.1:" + std::to_string(metrics_port_) + "\n";
+  }
+  int metrics_port_;
+};
+
+TEST_F(ServiceMetricsTcp, ServesMetricsOverHttpOnLoopbackAndRefusesAPublicAddressUnlessAsked) {
+  auto http = [&](const std::string &req) {
+    const int fd = connect_from("127.0.0.1", metrics_port_);
+    if (fd < 0) return std::string("connect failed");
+    write_all_fd(fd, req.data(), req.size());
+    std::string out = read_to_end(fd);
+    ::close(fd);
+    return out;
+  };
+  const std::string h = http("GET /metrics HTTP/1.1\r\nHost: rpmemd\r\n\r\n");
+  ASSERT_EQ(h.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << h;
+  EXPECT_EQ(prom_check(h.substr(h.find("\r\n\r\n") + 4)), "") << h;
+  EXPECT_EQ(http("status\n").rfind("HTTP/1.1 400", 0), 0u) << "no status over TCP";
+  // Another daemon with a metrics address that is not loopback: refused.
+  const std::string d = target_.dir();
+  std::ifstream in(d + "/service.conf");
+  std::string conf((std::istreambuf_iterator<char>(in)), {});
+  conf += "service-listen = 127.0.0.1:" + std::to_string(free_port()) +
+          "\nstatus-socket = none\nmetrics-listen = 0.0.0.0:" + std::to_string(free_port()) +
+          "\nlog-file = " + d + "/public.log\n";
+  std::ofstream(d + "/public.conf") << conf;
+  const std::string cmd = std::string(RPMEMD_PATH) + " -c " + d + "/public.conf";
+  const int st = std::system(cmd.c_str());
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 1) << st;
+  auto b = read_file(d + "/public.log");
+  EXPECT_NE(std::string(b.begin(), b.end()).find("is not a loopback address (metrics-public"),
+            std::string::npos);
 }
 
 }  // namespace

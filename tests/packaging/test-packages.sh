@@ -247,6 +247,15 @@ check_part hello "Hello from the librpmem1 package"
 "$tmp/cmake/build/hello" localhost hello-cmake.set "Hello through find_package"
 check_part hello-cmake "Hello through find_package"
 
+say "the service unit, without systemctl"
+unit=/lib/systemd/system/rpmemd.service
+for line in Type=notify WatchdogSec=30s RuntimeDirectory=rpmemd User=rpmemd; do
+  grep -qx "$line" "$unit" || die "$unit: no '$line'"
+done
+out=$(/usr/bin/rpmemd status --socket "$tmp/no-such.sock" 2>&1) && die "rpmemd status: exit 0 with no daemon"
+grep -q "cannot connect to $tmp/no-such.sock" <<<"$out" || die "rpmemd status: '$out'"
+echo "unit: Type=notify, WatchdogSec, RuntimeDirectory; rpmemd status: '$out'"
+
 if command -v systemd-analyze >/dev/null; then
   say "systemd-analyze verify"
   out=$(systemd-analyze verify /lib/systemd/system/rpmemd.service \

@@ -136,6 +136,8 @@ struct LaneServer::Lane {
 
   State state = State::kHeader;
   proto::DataRequest req{};
+  LaneCounters *counters = nullptr;  // null: not counted
+  int64_t started_ns = 0;            // the request's header came (counted lanes)
   // The payload is taken whole into the buffer and written durably in one
   // step (a persist to a pool on a disk); `written` is how that went.
   bool whole = false;
@@ -153,11 +155,13 @@ struct LaneServer::Lane {
   bool dirty = false;           // in dirty_
 };
 
-LaneServer::LaneServer(TargetPool &pool, FatalFn fatal, bool apm)
+LaneServer::LaneServer(TargetPool &pool, FatalFn fatal, bool apm,
+                       std::shared_ptr<TargetCounters> counters)
     : pool_(pool),
       fatal_(std::move(fatal)),
       disk_(pool.persist_waits_for_device() && !apm),
-      apm_(apm) {}
+      apm_(apm),
+      counters_(std::move(counters)) {}
 
 LaneServer::~LaneServer() {
   stop();
@@ -254,6 +258,7 @@ void LaneServer::adopt_inbox() {
   }
   for (auto &[stream, number] : taken) {
     auto lane = std::make_unique<Lane>(std::move(stream), number, pool_);
+    if (counters_) lane->counters = counters_->lane(number);
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = lane.get();
@@ -430,6 +435,7 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
         if (writes || req->op == DataOp::kRead)
           if (const char *why = pool_.refusal(req->offset, req->length, writes)) return refuse(why);
         lane.req = *req;
+        if (lane.counters) lane.started_ns = LaneCounters::now_ns();
         lane.dst = pool_.base() + req->offset;
         lane.left = writes ? req->length : 0;
         lane.whole = disk_ && writes && req->length <= kLaneBuffer;
@@ -482,6 +488,7 @@ void LaneServer::complete(Lane &lane) {
   lane.state = Lane::State::kHeader;
   if (proto::carries_payload(req.op)) {
     if (req.op == DataOp::kFlush) {  // no reply: made durable later
+      if (lane.counters) lane.counters->served(LaneOp::kFlush, req.length, lane.started_ns, false);
       if ((lane.whole || apm_) && lane.written && !lane.flush_error)
         lane.flush_error = lane.written;
       lane.whole = false;
@@ -507,6 +514,13 @@ void LaneServer::complete(Lane &lane) {
     lane.flush_error.clear();
   } else {  // kRead: the reply carries the bytes
     reply.length = req.length;
+  }
+  if (lane.counters) {
+    const LaneOp op = req.op == DataOp::kDrain  ? LaneOp::kDrain
+                      : req.op == DataOp::kRead ? LaneOp::kRead
+                                                : LaneOp::kPersist;
+    lane.counters->served(op, op == LaneOp::kDrain ? 0 : req.length, lane.started_ns,
+                          reply.status != 0);
   }
   proto::encode(reply, lane.reply);
   lane.iov[0] = {lane.reply, sizeof(lane.reply)};

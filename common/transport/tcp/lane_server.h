@@ -37,7 +37,9 @@ class LaneServer {
   // input or the server cannot go on. `apm` (a pool on pmem, --persist-apm):
   // every byte is made durable as it lands in the pool, so that a persist or
   // a drain only orders (the Appliance Persistency Method over tcp).
-  LaneServer(TargetPool &pool, FatalFn fatal, bool apm = false);
+  // `counters` (null: none) get what each lane serves, by its number.
+  LaneServer(TargetPool &pool, FatalFn fatal, bool apm = false,
+             std::shared_ptr<TargetCounters> counters = nullptr);
   ~LaneServer();  // stop()
   LaneServer(const LaneServer &) = delete;
   LaneServer &operator=(const LaneServer &) = delete;
@@ -71,6 +73,7 @@ class LaneServer {
   FatalFn fatal_;
   const bool disk_;  // pool_.persist_waits_for_device(): persists go through write_durable
   const bool apm_;   // writes durable as they land (pmem)
+  const std::shared_ptr<TargetCounters> counters_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stopping_{false};

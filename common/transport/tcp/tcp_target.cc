@@ -453,7 +453,7 @@ void TcpTarget::hand_over(std::unique_ptr<ByteStream> stream, unsigned lane) {
   if (!server) {
     server = std::make_unique<LaneServer>(
         pool_, [this](const std::string &why) { fatal(why); },
-        params_.persist_method == proto::PersistMethod::kApm);
+        params_.persist_method == proto::PersistMethod::kApm, params_.counters);
     std::string why;
     if (server->start(why)) {
       server.reset();

@@ -392,6 +392,8 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
     fatal(who + ": malformed request");
     return false;
   }
+  LaneCounters *counters = params_.counters ? params_.counters->lane(lane.index) : nullptr;
+  const int64_t started_ns = counters ? LaneCounters::now_ns() : 0;
   std::error_code status;
   if (h->op == MsgOp::kDrain && windows_) {
     if (!drain_window(lane, msg + kMsgHeaderSize, h->length, status)) return false;
@@ -448,6 +450,12 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
     if (n < 0 || (n == 1 && !wc[0].ok)) return false;
     if (n == 1 && wc[0].wr_id == kWrReply) lane.reply_busy = false;
     if (state_.stopping()) return false;
+  }
+  if (counters) {
+    const LaneOp op = h->op == MsgOp::kDrain  ? LaneOp::kDrain
+                      : h->op == MsgOp::kRead ? LaneOp::kRead
+                                              : LaneOp::kPersist;
+    counters->served(op, op == LaneOp::kDrain ? 0 : h->length, started_ns, bool(status));
   }
   encode_reply(static_cast<uint32_t>(status.value()), lane.reply_buf());
   if (auto ec = post_send(lane.id->qp, kWrReply, lane.reply_buf(), kReplySize, lane.mr->lkey)) {

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What a target's lanes did, for the people who run the daemon: per lane,
+// the requests and bytes of each kind, the requests that failed, when the
+// last one came, and how long persists and drains took to serve (from the
+// whole request in hand to its reply posted) in a histogram.
+//
+// Thread-safety: each lane's counters are written by the one thread that
+// serves the lane, with relaxed atomic stores (no read-modify-write, no
+// lock, a cache line of their own); any thread may read them at any time
+// and sum the lanes (sum()). A reader sees each counter whole, not all of
+// them at one instant.
+#ifndef RPMEM_COMMON_TRANSPORT_LANE_STATS_H
+#define RPMEM_COMMON_TRANSPORT_LANE_STATS_H
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace rpmem::transport {
+
+// The histogram's upper bounds, in nanoseconds: 1, 2, 5 per decade from
+// 1 us to 10 s; a last bucket takes what is slower.
+inline constexpr std::array<uint64_t, 22> kLatencyBoundsNs = {
+    1'000,         2'000,         5'000,         10'000,        20'000,      50'000,
+    100'000,       200'000,       500'000,       1'000'000,     2'000'000,   5'000'000,
+    10'000'000,    20'000'000,    50'000'000,    100'000'000,   200'000'000, 500'000'000,
+    1'000'000'000, 2'000'000'000, 5'000'000'000, 10'000'000'000};
+inline constexpr size_t kLatencyBuckets = kLatencyBoundsNs.size() + 1;
+
+// What a lane's thread reports after each request.
+enum class LaneOp { kPersist, kFlush, kDrain, kRead };
+
+// Sums over lanes (or one lane's counters, read).
+struct LaneTotals {
+  uint64_t persists = 0, persisted_bytes = 0;  // persists and deep persists
+  uint64_t flushes = 0, flushed_bytes = 0;     // posted writes, durable at a drain
+  uint64_t drains = 0;
+  uint64_t reads = 0, read_bytes = 0;
+  uint64_t failed = 0;     // requests answered with an error status
+  int64_t last_ns = 0;     // steady clock of the latest request; 0: none yet
+  uint64_t served_ns = 0;  // sum of the persists' and drains' service times
+  std::array<uint64_t, kLatencyBuckets> latency{};  // persists and drains, per bucket
+  LaneTotals &operator+=(const LaneTotals &o) noexcept;
+  uint64_t calls() const noexcept { return persists + flushes + drains + reads; }
+  uint64_t timed() const noexcept {
+    uint64_t n = 0;
+    for (uint64_t b : latency) n += b;
+    return n;
+  }
+  // The upper bound of the bucket that holds quantile `q` (0 < q <= 1) of
+  // the timed requests, in ns; 0 when there are none; UINT64_MAX when it is
+  // the last, unbounded bucket.
+  uint64_t quantile_ns(double q) const noexcept;
+};
+
+class alignas(64) LaneCounters {
+ public:
+  static int64_t now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  // A request of `op` for `bytes` was served; `started_ns` is now_ns() when
+  // it was whole in hand (timed for persists and drains), `failed` when its
+  // reply carries an error. Called by the lane's thread only.
+  void served(LaneOp op, uint64_t bytes, int64_t started_ns, bool failed) noexcept;
+  void add_to(LaneTotals &t) const noexcept;
+
+ private:
+  static void bump(std::atomic<uint64_t> &c, uint64_t by) noexcept {
+    c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
+  }
+  std::atomic<uint64_t> persists_{0}, persisted_bytes_{0}, flushes_{0}, flushed_bytes_{0},
+      drains_{0}, reads_{0}, read_bytes_{0}, failed_{0}, served_ns_{0};
+  std::atomic<int64_t> last_ns_{0};
+  std::array<std::atomic<uint64_t>, kLatencyBuckets> latency_{};
+};
+
+// The counters of a target's lanes, one per lane it may grant.
+class TargetCounters {
+ public:
+  explicit TargetCounters(unsigned nlanes)
+      : n_(nlanes ? nlanes : 1), lanes_(std::make_unique<LaneCounters[]>(n_)) {}
+  // Lane `i`'s counters; null past the last lane.
+  LaneCounters *lane(unsigned i) noexcept { return i < n_ ? &lanes_[i] : nullptr; }
+  LaneTotals sum() const noexcept;
+
+ private:
+  unsigned n_;
+  std::unique_ptr<LaneCounters[]> lanes_;
+};
+
+}  // namespace rpmem::transport
+
+#endif  // RPMEM_COMMON_TRANSPORT_LANE_STATS_H

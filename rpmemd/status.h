@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// What the service tells the people who run it: one record per session
+// (SessionStatus, shared by the session's thread, which fills it in, and
+// the event loop, which reads it), a snapshot of the whole service
+// (StatusSnapshot), and its three renderings -- the text of `rpmemd
+// status`, the same as JSON, and Prometheus' text exposition format.
+// The renderings are pure functions of a snapshot.
+#ifndef RPMEMD_STATUS_H
+#define RPMEMD_STATUS_H
+
+#include "common/transport/lane_stats.h"
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rpmemd {
+
+// One session's pool and lanes, as its thread opened them.
+struct PoolInfo {
+  std::string pool_set;
+  unsigned lanes_asked = 0, lanes_granted = 0;
+  std::string transport;  // "tcp", "tcp+tls", "verbs"
+  std::string medium;     // "pmem", "disk", "ram"
+  std::string method;     // "GPSPM", "APM"
+};
+
+// Thread-safety: pool_opened()/pool_closed() on the session's thread, the
+// rest on the event loop's; a mutex guards the strings and the counters'
+// pointer (taken when a pool opens or closes and when the loop looks:
+// never per request).
+class SessionStatus {
+ public:
+  SessionStatus(unsigned id, std::string cn, std::string peer, int64_t started_ns)
+      : id_(id), cn_(std::move(cn)), peer_(std::move(peer)), started_ns_(started_ns) {}
+
+  // The pool is open and its lanes count into `counters`.
+  void pool_opened(const PoolInfo &info, std::shared_ptr<rpmem::transport::TargetCounters> c);
+  // It is closed: what its lanes did stays in the session's totals.
+  void pool_closed();
+
+  struct View {
+    unsigned id = 0;
+    std::string cn, peer;
+    int64_t started_ns = 0;
+    bool open = false;  // a pool is open
+    PoolInfo pool;
+    rpmem::transport::LaneTotals totals;  // this session's lanes, since it began
+    double calls_per_s = 0;               // over the last 10 s (or since it began)
+  };
+  // Called once a second by the loop: the counters' sums then, for the
+  // rate over the last 10 s.
+  void sample(int64_t now_ns);
+  View view() const;
+
+ private:
+  rpmem::transport::LaneTotals totals_locked() const;
+
+  const unsigned id_;
+  const std::string cn_, peer_;
+  const int64_t started_ns_;
+  mutable std::mutex mu_;
+  PoolInfo pool_;
+  bool open_ = false;
+  std::shared_ptr<rpmem::transport::TargetCounters> counters_;
+  rpmem::transport::LaneTotals closed_;               // of the pools closed before
+  std::deque<std::pair<int64_t, uint64_t>> samples_;  // (time, calls), 11 at most
+};
+
+// The service at one instant.
+struct StatusSnapshot {
+  std::string version;
+  double uptime_s = 0;
+  int64_t now_ns = 0;
+  std::vector<SessionStatus::View> sessions;
+  struct Cap {
+    std::string name;  // the config key
+    uint64_t used = 0, max = 0;
+  };
+  std::vector<Cap> caps;
+  std::vector<std::pair<std::string, uint64_t>> refusals;  // reason, count since start
+  uint64_t sessions_started = 0;                           // since start
+  // What the sessions that have ended did, by client certificate.
+  std::vector<std::pair<std::string, rpmem::transport::LaneTotals>> ended;
+};
+
+// `rpmemd status`: a line per session, then the caps, then the refusals.
+std::string render_text(const StatusSnapshot &s);
+// The same, as one JSON object.
+std::string render_json(const StatusSnapshot &s);
+// Prometheus' text exposition format (version 0.0.4).
+std::string render_metrics(const StatusSnapshot &s);
+// The short line for systemd's STATUS=.
+std::string render_systemd_status(const StatusSnapshot &s);
+
+}  // namespace rpmemd
+
+#endif  // RPMEMD_STATUS_H
