@@ -6,8 +6,10 @@
 #include "common/log.h"
 #include "common/pool_attr.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -45,9 +47,42 @@ std::optional<DeviceDax> device_dax(const std::string &path, const std::string &
   if (!size || !align || *align == 0) return std::nullopt;
   d.size = *size;
   d.align = *align;
+  // The device sits below its region in sysfs: .../ndbusN/regionM/daxM.K/...
+  if (char *real = ::realpath(dev.c_str(), nullptr)) {
+    std::string up(real);
+    std::free(real);
+    for (size_t slash; (slash = up.rfind('/')) != std::string::npos && slash > 0;
+         up.resize(slash)) {
+      if (up.compare(slash + 1, 6, "region") == 0) {
+        if (::access((up + "/deep_flush").c_str(), F_OK) == 0) d.deep_flush = up + "/deep_flush";
+        break;
+      }
+    }
+  }
   return d;
 } catch (...) {
   return std::nullopt;
+}
+
+std::error_code deep_flush_region(const std::string &path) noexcept {
+  auto failed = [&](const char *what) {
+    const std::error_code ec = rpmem::last_errc();
+    RPMEM_LOG_ERR("deep flush: %s %s: %s", what, path.c_str(), ec.message().c_str());
+    return errc(EIO);
+  };
+  // "0": the region needs no deep flush (its file is then read-only).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return failed("cannot read");
+  char now[2] = {};
+  const bool needed = !(::read(fd, now, 2) == 2 && now[0] == '0' && now[1] == '\n');
+  ::close(fd);
+  if (!needed) return {};
+  fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return failed("cannot open");
+  const bool ok = ::write(fd, "1", 1) == 1;
+  const std::error_code ec = ok ? std::error_code{} : failed("writing");
+  ::close(fd);
+  return ec;
 }
 
 std::error_code resolve_device_dax(PoolSet &set, const std::string &sysfs_root) noexcept {

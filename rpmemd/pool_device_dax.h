@@ -17,7 +17,17 @@ namespace rpmemd {
 struct DeviceDax {
   uint64_t size = 0;   // bytes of the device
   uint64_t align = 0;  // its mapping alignment (4 KiB, 2 MiB, 1 GiB)
+  // Its NVDIMM region's deep_flush file (writing 1 flushes the memory
+  // controller's write queues); empty when the region has none: stores made
+  // persistent with pmem_persist() are then as deep as the platform takes
+  // them.
+  std::string deep_flush;
 };
+
+// A deep flush of the region whose deep_flush file is `path` (see
+// DeviceDax), as libpmem's pmem_deep_persist() does for the devices it maps
+// itself: EIO with a log line when the write fails.
+std::error_code deep_flush_region(const std::string &path) noexcept;
 
 // The device DAX at `path`, or nullopt when `path` is not one (a regular
 // file, a missing path). `sysfs_root`: "/sys", for tests.

@@ -173,6 +173,7 @@ std::error_code PoolMapping::open_part(Part &part, bool create, bool check_hdr_z
     // The whole device, sized by the pool set (resolve_device_dax checked
     // it); nothing to create. Its header is checked once it is mapped.
     part.dax_align = dax->align;
+    part.deep_flush = dax->deep_flush;
     part.fd = ::open(part.path.c_str(), O_RDWR | O_CLOEXEC);
     if (part.fd < 0) {
       std::error_code ec = last_errc();
@@ -504,7 +505,22 @@ std::error_code PoolMapping::persist(size_t offset, size_t len, bool deep) noexc
       pmem_persist(addr, len);
       return {};
     }
-    return pmem_deep_persist(addr, len) == 0 ? std::error_code{} : errc(EIO);
+    if (parts_[0].dax_align == 0)
+      return pmem_deep_persist(addr, len) == 0 ? std::error_code{} : errc(EIO);
+    // A device DAX this daemon mapped itself: libpmem knows nothing of the
+    // mapping and would msync it, which a device refuses (EINVAL). What
+    // libpmem does for its own: the stores made persistent, then each
+    // region's deep flush.
+    pmem_persist(addr, len);
+    std::error_code first;
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      const std::string &f = parts_[i].deep_flush;
+      bool seen = f.empty();
+      for (size_t j = 0; j < i && !seen; ++j) seen = parts_[j].deep_flush == f;
+      if (!seen)
+        if (auto ec = deep_flush_region(f); ec && !first) first = ec;
+    }
+    return first;
   }
   // A file in RAM (tmpfs, ramfs, hugetlbfs) has nothing below its pages:
   // its msync writes nothing back and only costs the call.

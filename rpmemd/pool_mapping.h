@@ -77,6 +77,7 @@ class PoolMapping final : public MappedPool {
     size_t map_len = 0;      // bytes mapped
     off_t file_off = 0;      // file offset of the first mapped byte
     uint64_t dax_align = 0;  // a device DAX: its alignment (0: a file)
+    std::string deep_flush;  // a device DAX: its region's deep_flush (may be empty)
   };
   class HeaderPages;  // the header pages of the parts that have one, mapped
 

@@ -65,6 +65,31 @@ TEST_F(DeviceDaxTest, SysfsGivesTheDevicesSizeAndAlignment) {
   EXPECT_FALSE(device_dax("/dev/null", root_)) << "a character device of another kind";
 }
 
+TEST_F(DeviceDaxTest, ItsRegionsDeepFlushIsFoundAndWrittenWhenTheRegionNeedsIt) {
+  // The device's directory lies below its region, as in sysfs.
+  const std::string region = root_ + "/devices/ndbus0/region0";
+  fs::create_directories(region + "/dax0.0/dax0.0");
+  fs::remove_all(dev_);
+  fs::create_directory_symlink(region + "/dax0.0/dax0.0", dev_);
+  as_dax(64 * k2M, k2M);
+  ASSERT_TRUE(device_dax("/dev/null", root_));
+  EXPECT_EQ(device_dax("/dev/null", root_)->deep_flush, "") << "a region without deep_flush";
+  std::ofstream(region + "/deep_flush") << "2\n";
+  auto d = device_dax("/dev/null", root_);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->deep_flush, region + "/deep_flush");
+  auto content = [&] {
+    std::ifstream in(region + "/deep_flush");
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  EXPECT_EQ(deep_flush_region(d->deep_flush), std::error_code{});
+  EXPECT_EQ(content(), "1\n") << "written";
+  std::ofstream(region + "/deep_flush") << "0\n";
+  EXPECT_EQ(deep_flush_region(d->deep_flush), std::error_code{});
+  EXPECT_EQ(content(), "0\n") << "a region that needs none is left alone";
+  EXPECT_EQ(deep_flush_region(region + "/missing"), std::make_error_code(std::errc::io_error));
+}
+
 TEST_F(DeviceDaxTest, AutoTakesTheDevicesSizeAndOnlyThere) {
   as_dax(64 * k2M, k2M);
   PoolSet s = set({{0, "/dev/null"}});
