@@ -33,11 +33,15 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <list>
 #include <mutex>
@@ -57,12 +61,26 @@ using rpmem::SetupError;
 
 namespace {
 
+// A message to systemd's notification socket ($NOTIFY_SOCKET), as
+// sd_notify() sends it but without ever waiting: a datagram socket whose
+// reader lags (a full queue, max_dgram_qlen) would block sd_notify, and
+// with it the event loop. A message that cannot go now is dropped.
 void notify(const char *state) {
-#ifdef RPMEM_HAVE_SYSTEMD
-  sd_notify(0, state);
-#else
-  (void)state;
-#endif
+  const char *path = std::getenv("NOTIFY_SOCKET");
+  if (!path || (path[0] != '/' && path[0] != '@')) return;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const size_t n = std::strlen(path);
+  if (n >= sizeof(a.sun_path)) return;
+  std::memcpy(a.sun_path, path, n);
+  if (a.sun_path[0] == '@') a.sun_path[0] = '\0';  // the abstract namespace
+  const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return;
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + n);
+  if (::sendto(fd, state, std::strlen(state), MSG_DONTWAIT | MSG_NOSIGNAL,
+               reinterpret_cast<sockaddr *>(&a), len) < 0)
+    RPMEM_LOG_DEBUG("service: notification '%s' not sent: %s", state, std::strerror(errno));
+  ::close(fd);
 }
 
 // Sockets systemd passed (socket activation): the first one, or -1.
