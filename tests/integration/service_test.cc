@@ -103,6 +103,15 @@ class Service : public ::testing::Test {
     for (int i = 0; i < 500 && !can_connect(port_); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ASSERT_TRUE(can_connect(port_)) << "the service did not start:\n" << log();
+    // The status socket comes after the service's port: ready once its
+    // mode is set, which is its last step.
+    if (!status_socket_.empty()) {
+      struct stat st {};
+      for (int i = 0; i < 500; ++i) {
+        if (::stat(status_socket_.c_str(), &st) == 0 && (st.st_mode & 0777) == 0660) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
     target_str_ = "rpmems://" + test_ip() + ":" + std::to_string(port_);
     as("alice");
   }
@@ -144,9 +153,10 @@ class Service : public ::testing::Test {
   }
 
   Target target_;
-  std::string extra_conf_;   // more lines for service.conf
-  std::string runtime_dir_;  // the service's RUNTIME_DIRECTORY (systemd's); empty: none
-  rlim_t nofile_ = 0;        // the service's RLIMIT_NOFILE (soft and hard); 0: inherited
+  std::string extra_conf_;     // more lines for service.conf
+  std::string runtime_dir_;    // the service's RUNTIME_DIRECTORY (systemd's); empty: none
+  std::string status_socket_;  // SetUp waits for the service's status socket here
+  rlim_t nofile_ = 0;          // the service's RLIMIT_NOFILE (soft and hard); 0: inherited
   int notify_fd_ = -1;
   pid_t daemon_ = -1;
   int port_ = 0;
@@ -1094,7 +1104,10 @@ std::string session_of(const std::string &json, const std::string &client) {
 
 class ServiceStatus : public Service {
  protected:
-  ServiceStatus() { extra_conf_ = "status-socket = " + socket() + "\n"; }
+  ServiceStatus() {
+    extra_conf_ = "status-socket = " + socket() + "\n";
+    status_socket_ = socket();
+  }
   std::string socket() const { return target_.dir() + "/status.sock"; }
   // `rpmemd status ARGS --socket ...`: its stdout and exit status.
   std::pair<std::string, int> command(const std::string &args) const {
