@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 #include "rpmemd/status.h"
 
+#include "common/json_escape.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdarg>
@@ -88,20 +90,7 @@ std::string seconds_since(int64_t now_ns, int64_t then_ns) {
   return format("%.1f s", static_cast<double>(now_ns - then_ns) / 1e9);
 }
 
-std::string json_string(const std::string &s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      o += format("\\u%04x", c);
-    } else {
-      o += static_cast<char>(c);
-    }
-  }
-  return o + "\"";
-}
+std::string json_string(const std::string &s) { return "\"" + rpmem::json_escape(s) + "\""; }
 
 // A Prometheus label value: backslash, double quote and newline escaped.
 std::string label(const std::string &s) {

@@ -2,6 +2,7 @@
 // Turns the runs of each case into figures and prints them as a table, CSV or JSON.
 #include "tools/rpmem-bench/report.h"
 
+#include "common/json_escape.h"
 #include "tools/rpmem-bench/runner.h"
 
 #include <algorithm>
@@ -92,22 +93,7 @@ double ratio_to(const Result &r, const std::vector<Result> &rs, Op op, bool late
   return b->mb_s > 0 ? r.mb_s / b->mb_s : 0;
 }
 
-std::string json_escape(const std::string &s) {
-  std::string o;
-  for (char ch : s) {
-    if (ch == '"' || ch == '\\') {
-      o += '\\';
-      o += ch;
-    } else if (static_cast<unsigned char>(ch) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", ch);
-      o += buf;
-    } else {
-      o += ch;
-    }
-  }
-  return o;
-}
+using rpmem::json_escape;
 
 // The ratio of b's calls/s to a's: the median of the ratios of runs with the
 // same number (the cases are interleaved, so run k of both ran at about the
