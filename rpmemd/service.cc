@@ -631,7 +631,7 @@ void Service::Loop::tick() {
   const int64_t now = rpmem::transport::LaneCounters::now_ns();
   for (const auto &c : conns_)
     if (c->in_session && c->status) c->status->sample(now);
-  const std::string status = "STATUS=" + render_systemd_status(snapshot());
+  const std::string status = "STATUS=" + render_systemd_status(snapshot(false));
   if (status != systemd_status_) {
     notify(status.c_str());
     systemd_status_ = status;
@@ -661,8 +661,15 @@ uint64_t open_descriptors() {
 
 }  // namespace
 
-StatusSnapshot Service::Loop::snapshot() const {
+StatusSnapshot Service::Loop::snapshot(bool detailed) const {
   StatusSnapshot s;
+  s.caps = {
+      {"max-handshakes", admission_.handshakes(), config_.max_handshakes},
+      {"max-connections", admission_.connections(), config_.max_connections},
+      {"max-sessions", admission_.sessions(), config_.max_sessions},
+  };
+  s.refusals = refusals_.totals();
+  if (!detailed) return s;
   s.version = RPMEM_VERSION;
   s.now_ns = rpmem::transport::LaneCounters::now_ns();
   s.uptime_s = static_cast<double>(s.now_ns - started_ns_) / 1e9;
@@ -678,16 +685,12 @@ StatusSnapshot Service::Loop::snapshot() const {
   }
   rlimit rl{};
   ::getrlimit(RLIMIT_NOFILE, &rl);
-  s.caps = {
-      {"max-handshakes", admission_.handshakes(), config_.max_handshakes},
-      {"max-connections", admission_.connections(), config_.max_connections},
-      {"max-sessions", admission_.sessions(), config_.max_sessions},
-      {"max-sessions-per-client", per_client, config_.max_sessions_per_client},
-      {"max-lanes-per-client", static_cast<uint64_t>(std::max(0L, lanes_per_client)),
-       config_.max_lanes_per_client},
-      {"descriptors (RLIMIT_NOFILE)", open_descriptors(), static_cast<uint64_t>(rl.rlim_cur)},
-  };
-  s.refusals = refusals_.totals();
+  s.caps.insert(
+      s.caps.end(),
+      {{"max-sessions-per-client", per_client, config_.max_sessions_per_client},
+       {"max-lanes-per-client", static_cast<uint64_t>(std::max(0L, lanes_per_client)),
+        config_.max_lanes_per_client},
+       {"descriptors (RLIMIT_NOFILE)", open_descriptors(), static_cast<uint64_t>(rl.rlim_cur)}});
   s.ended.assign(ended_.begin(), ended_.end());
   return s;
 }

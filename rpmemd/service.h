@@ -69,7 +69,9 @@ class Service {
     void serve(const std::shared_ptr<Conn> &c) noexcept;  // a session's thread
     // Once a second: the sessions' rates, systemd's STATUS= and watchdog.
     void tick();
-    StatusSnapshot snapshot() const;
+    // What the status channel tells; without `detailed`, only the caps of
+    // the connections and sessions and the refusals (for STATUS=).
+    StatusSnapshot snapshot(bool detailed = true) const;
 
     Service &service_;
     const Config &config_;

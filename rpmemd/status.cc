@@ -262,7 +262,11 @@ std::string render_metrics(const StatusSnapshot &s) {
 }
 
 std::string render_systemd_status(const StatusSnapshot &s) {
-  std::string o = format("%zu session%s", s.sessions.size(), s.sessions.size() == 1 ? "" : "s");
+  // Sessions as max-sessions counts them: every one, counted by its lanes or not.
+  uint64_t sessions = 0;
+  for (const auto &c : s.caps)
+    if (c.name == "max-sessions") sessions = c.used;
+  std::string o = format("%" PRIu64 " session%s", sessions, sessions == 1 ? "" : "s");
   for (const auto &c : s.caps)
     if (c.name == "max-handshakes" || c.name == "max-connections")
       o += format("; %s %" PRIu64 "/%" PRIu64, c.name.c_str() + 4, c.used, c.max);

@@ -94,7 +94,8 @@ std::string render_text(const StatusSnapshot &s);
 std::string render_json(const StatusSnapshot &s);
 // Prometheus' text exposition format (version 0.0.4).
 std::string render_metrics(const StatusSnapshot &s);
-// The short line for systemd's STATUS=.
+// The short line for systemd's STATUS=: from the caps (max-sessions,
+// max-handshakes, max-connections) and the refusals only.
 std::string render_systemd_status(const StatusSnapshot &s);
 
 }  // namespace rpmemd

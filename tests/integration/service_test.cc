@@ -152,6 +152,26 @@ class Service : public ::testing::Test {
     return rpmem_create(target_str_.c_str(), set, local.data(), local.size(), &nlanes, nullptr);
   }
 
+  // With a session open, the service's STATUS= to systemd says so.
+  void expect_status_of_one_session() {
+    LocalPool local(kPool);
+    unsigned nl = 1;
+    RPMEMpool *rpp = create("p.set", local, nl);
+    ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
+    std::string seen;
+    for (int i = 0; i < 50 && seen.find("STATUS=1 session;") == std::string::npos; ++i) {
+      pollfd p{notify_fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) != 1) continue;
+      char buf[512] = {};
+      const ssize_t n = ::recv(notify_fd_, buf, sizeof(buf) - 1, 0);
+      if (n > 0) seen += std::string(buf, static_cast<size_t>(n)) + "\n";
+    }
+    EXPECT_NE(seen.find("STATUS=1 session; handshakes 0/128; connections 1/1024"),
+              std::string::npos)
+        << seen;
+    EXPECT_EQ(rpmem_close(rpp), 0);
+  }
+
   Target target_;
   std::string extra_conf_;     // more lines for service.conf
   std::string runtime_dir_;    // the service's RUNTIME_DIRECTORY (systemd's); empty: none
@@ -406,6 +426,10 @@ TEST_F(Service, ReportsReadinessToSystemd) {
   ASSERT_GT(n, 0);
   EXPECT_NE(std::string(buf).find("READY=1"), std::string::npos) << buf;
 }
+
+// STATUS= counts the sessions whether or not their lanes count (there is no
+// status socket here).
+TEST_F(Service, TellsSystemdItsSessionsWithoutAStatusSocket) { expect_status_of_one_session(); }
 
 // A notification socket whose queue is full (its reader lags, or never
 // reads) costs the service its messages, never its event loop.
@@ -1258,23 +1282,7 @@ TEST_F(ServiceStatus, BadRequestsGetAnErrorAndTheServiceGoesOn) {
   EXPECT_NE(log().find("status connection refused"), std::string::npos) << log();
 }
 
-TEST_F(ServiceStatus, TellsSystemdItsSessionsInStatus) {
-  LocalPool local(kPool);
-  unsigned nl = 1;
-  RPMEMpool *rpp = create("p.set", local, nl);
-  ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
-  std::string seen;
-  for (int i = 0; i < 50 && seen.find("STATUS=1 session;") == std::string::npos; ++i) {
-    pollfd p{notify_fd_, POLLIN, 0};
-    if (::poll(&p, 1, 100) != 1) continue;
-    char buf[512] = {};
-    const ssize_t n = ::recv(notify_fd_, buf, sizeof(buf) - 1, 0);
-    if (n > 0) seen += std::string(buf, static_cast<size_t>(n)) + "\n";
-  }
-  EXPECT_NE(seen.find("STATUS=1 session; handshakes 0/128; connections 1/1024"), std::string::npos)
-      << seen;
-  EXPECT_EQ(rpmem_close(rpp), 0);
-}
+TEST_F(ServiceStatus, TellsSystemdItsSessionsInStatus) { expect_status_of_one_session(); }
 
 // Under systemd (RuntimeDirectory=) the socket is there without a word of
 // configuration.
