@@ -4,9 +4,9 @@
 
 #include "common/log.h"
 #include "common/tls_policy.h"
+#include "common/transport/tcp/connect.h"
 #include "common/transport/tcp/tls_stream.h"
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
@@ -121,8 +121,7 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::connect(const TargetAddress &tar
   auto endpoints =
       resolver.resolve(target.host, std::to_string(port), tcp::resolver::numeric_service, ec);
   if (ec) return Error{errc(EHOSTUNREACH), "cannot resolve '" + target.host + "': " + ec.message()};
-  ec = impl->run(
-      [&](auto handler) { asio::async_connect(stream.next_layer(), endpoints, handler); }, timeout);
+  ec = transport::tcp::connect_racing(impl->io, stream.next_layer(), endpoints, timeout);
   if (ec) {
     int err = ec == asio::error::connection_refused ? ECONNREFUSED : map(ec).value();
     return Error{errc(err), "cannot connect to " + target.host + ":" + std::to_string(port) + ": " +

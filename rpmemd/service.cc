@@ -424,6 +424,13 @@ void Service::Loop::admit(tcp::socket socket) {
   auto remote = socket.remote_endpoint(ec);
   if (ec) return;  // gone already
   const std::string peer = plain_address(remote.address());
+  // One that sent all it will send, and not a whole first record, can
+  // never start a handshake: it goes now, before it costs a slot or a TLS
+  // state (a crowd that connects, sends a byte and leaves is otherwise a
+  // handshake's work for this loop each, and the listen queue overflows).
+  const int fd = socket.native_handle();
+  if (!rpmem::transport::tcp::tls_record_buffered(fd) && rpmem::transport::tcp::peer_hung_up(fd))
+    return refusals_.refused(peer, "gone before its first TLS record");
   // A silent connection may have its first bytes waiting: this loop takes
   // new connections before it reads, so look.
   const Admission::Arrival arrival = admission_.on_connection(peer, [this](Admission::Id id) {

@@ -216,4 +216,9 @@ bool tls_record_buffered(int fd) noexcept {
   return bytes_buffered(fd) >= sizeof(h) + len;
 }
 
+bool peer_hung_up(int fd) noexcept {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 }  // namespace rpmem::transport::tcp

@@ -73,6 +73,9 @@ size_t bytes_buffered(int fd) noexcept;
 // and the length it names): what a client sends in one piece when it
 // starts its handshake, and a stranger who sends a byte and stops never.
 bool tls_record_buffered(int fd) noexcept;
+// Whether the peer has closed its side (or reset the connection): what it
+// sent is all it will ever send.
+bool peer_hung_up(int fd) noexcept;
 
 // A peer that vanishes (no RST, no FIN: a host that lost power or its
 // network) fails the connection within about `timeout`: TCP keepalive

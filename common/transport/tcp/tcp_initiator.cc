@@ -4,10 +4,10 @@
 
 #include "common/log.h"
 #include "common/transport/spin_gauge.h"
+#include "common/transport/tcp/connect.h"
 #include "common/transport/tcp/socket_io.h"
 #include "common/transport/tcp/tls_stream.h"
 
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
@@ -163,28 +163,13 @@ namespace {
 int connect_one(asio::io_context &io, const tcp::resolver::results_type &endpoints,
                 std::chrono::milliseconds timeout, std::error_code &ec) {
   tcp::socket sock(io);
-  boost::system::error_code result = asio::error::would_block;
-  asio::async_connect(
-      sock, endpoints,
-      [&](const boost::system::error_code &e, const tcp::endpoint &) { result = e; });
-  io.restart();
-  io.run_for(timeout);
-  if (result == asio::error::would_block) {
-    sock.close();
-    io.restart();
-    io.run();  // let the cancelled operation finish
+  const boost::system::error_code result = connect_racing(io, sock, endpoints, timeout);
+  if (result == asio::error::timed_out) {
     ec = errc(ETIMEDOUT);
     return -1;
   }
   if (result) {
     ec = errc(result.value());
-    // Asio reports a socket it could not open (EMFILE) as a cancelled
-    // connect; say why.
-    if (result == asio::error::operation_aborted && !sock.is_open()) {
-      boost::system::error_code oerr;
-      sock.open(endpoints.begin()->endpoint().protocol(), oerr);
-      if (oerr) ec = errc(oerr.value());
-    }
     return -1;
   }
   return sock.release();
