@@ -295,7 +295,7 @@ std::optional<PoolRequest> decode_pool_request(std::span<const uint8_t> payload)
   m.attr = r.attr();
   uint16_t name_len = r.u16();
   uint16_t reserved2 = r.u16();
-  if (!r.ok() || (m.lane_flags & ~kLaneTls) != 0 || reserved2 != 0 || name_len == 0 ||
+  if (!r.ok() || (m.lane_flags & ~kLaneFlags) != 0 || reserved2 != 0 || name_len == 0 ||
       name_len > kMaxPoolSetName)
     return std::nullopt;
   m.pool_set.resize(name_len);
@@ -330,7 +330,7 @@ std::optional<PoolResponse> decode_pool_response(std::span<const uint8_t> payloa
     m.lane_flags = r.u32();
     uint16_t psk_len = r.u16();
     uint16_t reserved3 = r.u16();
-    if (!r.ok() || (m.lane_flags & ~kLaneTls) != 0 || reserved3 != 0 || psk_len > kMaxLanePsk)
+    if (!r.ok() || (m.lane_flags & ~kLaneFlags) != 0 || reserved3 != 0 || psk_len > kMaxLanePsk)
       return std::nullopt;
     m.lane_psk.resize(psk_len);
     r.raw(m.lane_psk.data(), psk_len);

@@ -39,11 +39,16 @@ inline constexpr uint16_t kMajor = 1;
 // Minor 4: the verbs provider's bounded landing path (kInfoBounded). A pool
 // that cannot be registered is served over verbs only to such a client; an
 // older one is refused verbs for it (and takes tcp if it offered it).
-inline constexpr uint16_t kMinor = 4;
+// Minor 5: sealed data lanes (kLaneSealed). A client of minor >= 5 may set
+// it beside kLaneTls (only towards a daemon whose hello says minor >= 5):
+// it can seal; the daemon answers kLaneTls | kLaneSealed when the lanes are
+// sealed rather than inside TLS.
+inline constexpr uint16_t kMinor = 5;
 inline constexpr uint16_t kMinorKeepalive = 1;
 inline constexpr uint16_t kMinorStaged = 2;
 inline constexpr uint16_t kMinorLaneTls = 3;
 inline constexpr uint16_t kMinorBounded = 4;
+inline constexpr uint16_t kMinorSealed = 5;
 
 inline constexpr size_t kFrameHeaderSize = 8;
 inline constexpr uint32_t kMaxControlPayload = 64 * 1024;
@@ -128,6 +133,10 @@ inline constexpr uint32_t kPoolHasHeaders = 1;  // offsets below 4096 are the he
 // PoolRequest::lane_flags and PoolResponse::lane_flags: the data lanes run
 // inside TLS.
 inline constexpr uint32_t kLaneTls = 1;
+// ... and beside it: the lanes are sealed frames (sealed_stream.h), keyed
+// from the control channel (its TLS exporter, or in ssh mode lane_psk).
+inline constexpr uint32_t kLaneSealed = 2;
+inline constexpr uint32_t kLaneFlags = kLaneTls | kLaneSealed;
 inline constexpr size_t kMaxLanePsk = 64;
 
 struct PoolResponse {  // kPoolResp
@@ -146,8 +155,10 @@ struct PoolResponse {  // kPoolResp
   // client of minor >= 3 (`extended`); an older client's decoder takes no
   // trailing bytes.
   bool extended = false;
-  uint32_t lane_flags = 0;  // kLaneTls
-  Bytes lane_psk;           // ssh mode: the TLS 1.3 external PSK of the lanes; empty otherwise
+  uint32_t lane_flags = 0;  // kLaneTls, kLaneSealed
+  // ssh mode: the TLS 1.3 external PSK of the lanes, or with kLaneSealed
+  // their 32-byte master key; empty otherwise.
+  Bytes lane_psk;
 };
 
 struct SetAttrRequest {

@@ -10,6 +10,8 @@
 #include "common/proto.h"
 
 #include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <system_error>
 
@@ -28,6 +30,12 @@ class ControlChannel {
   // What the other side said besides the protocol (ssh's stderr), for an
   // error message; may be empty.
   virtual std::string diagnostics() { return {}; }
+  // Keying material bound to the channel's TLS session
+  // (SSL_export_keying_material); false where there is none (ssh).
+  virtual bool export_keying_material(uint8_t *, size_t, const char *, const uint8_t *,
+                                      size_t) noexcept {
+    return false;
+  }
   // Ends the channel (and reaps what it started), bounded by `timeout`.
   virtual void close(std::chrono::milliseconds timeout) noexcept = 0;
 };

@@ -4,6 +4,7 @@
 #include "librpmem/pool.h"
 
 #include "common/log.h"
+#include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/tls_stream.h"
 #include "librpmem/errormsg.h"
 #include "librpmem/ssh_channel.h"
@@ -219,6 +220,8 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
 
   proto::PoolRequest req;
   if (settings.data_tls) req.lane_flags = proto::kLaneTls;
+  if (settings.data_seal && hello->minor >= proto::kMinorSealed)
+    req.lane_flags |= proto::kLaneSealed;  // can seal, should the lanes be encrypted
   req.nlanes = std::min(args.nlanes, settings.max_nlanes);
   req.pool_size = args.size;
   req.transports = transports & hello->transports;
@@ -237,11 +240,13 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   if (resp->status != proto::Status::kSuccess)
     return fail(proto::status_to_errno(resp->status), proto::status_message(resp->status));
   const bool lane_tls = (resp->lane_flags & proto::kLaneTls) != 0;
+  const bool sealed = lane_tls && (resp->lane_flags & proto::kLaneSealed) != 0;
   RPMEM_LOG_NOTICE("%s: pool '%s' %s, %u lanes, transport %s%s (accepted:%s%s, offered:%s%s)",
                    args.target.c_str(), args.pool_set.c_str(), args.create ? "created" : "opened",
                    resp->nlanes, resp->transport == proto::TransportKind::kTcp ? "tcp" : "verbs",
                    resp->transport == proto::TransportKind::kVerbs
                        ? (resp->method == proto::PersistMethod::kApm ? " APM" : " GPSPM")
+                   : sealed   ? " sealed"
                    : lane_tls ? " in TLS"
                               : "",
                    (transports & verbs_bit) ? " verbs" : "", (transports & tcp_bit) ? " tcp" : "",
@@ -266,6 +271,25 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
       Error{errc(EPROTO), "the target did not put the data lanes inside TLS (RPMEM_DATA_TLS=1)"};
   if (lane_tls && resp->transport != proto::TransportKind::kTcp) {
     lanes = Error{errc(EPROTO), "TLS data lanes over a transport other than tcp"};
+  } else if (sealed && !(req.lane_flags & proto::kLaneSealed)) {
+    lanes =
+        Error{errc(EPROTO), "the target sealed the data lanes, which this client did not offer"};
+  } else if (sealed) {
+    params.seal.on = true;
+    bool keyed = false;
+    if (target->service) {  // bound to the control channel's TLS session
+      keyed = resp->lane_psk.empty() &&
+              pool->channel_->export_keying_material(
+                  params.seal.master.data(), params.seal.master.size(),
+                  transport::tcp::kSealExporterLabel, resp->secret.data(), resp->secret.size());
+    } else if (resp->lane_psk.size() == params.seal.master.size()) {  // from the ssh channel
+      std::copy(resp->lane_psk.begin(), resp->lane_psk.end(), params.seal.master.begin());
+      keyed = true;
+    }
+    if (keyed)
+      lanes = transport::connect_lanes(resp->transport, params);
+    else
+      lanes = Error{errc(EPROTO), "sealed data lanes without a usable key"};
   } else if (lane_tls && target->service) {  // the control channel's certificates
     auto ctx = lane_tls_context(pool->settings_);
     if (ctx) {

@@ -71,6 +71,7 @@ Settings Settings::from_env() {
   s.enable_verbs = read_enable("RPMEM_ENABLE_VERBS", true);
   s.enable_sockets = read_enable("RPMEM_ENABLE_SOCKETS", true);
   s.data_tls = read_enable("RPMEM_DATA_TLS", false);
+  s.data_seal = read_enable("RPMEM_DATA_SEAL", true);
   if (const char *v = env("RPMEM_TLS_CERT")) s.tls_cert = v;
   if (const char *v = env("RPMEM_TLS_KEY")) s.tls_key = v;
   if (const char *v = env("RPMEM_TLS_CA")) s.tls_ca = v;

@@ -34,6 +34,9 @@ struct Settings {
   // RPMEM_DATA_TLS=1: the data lanes run inside TLS (or the pool is not
   // opened); a daemon with data-tls = yes or require may turn it on anyway.
   bool data_tls = false;
+  // RPMEM_DATA_SEAL (default 1): encrypted lanes may be sealed AES-GCM
+  // frames rather than TLS, where the daemon offers them; 0: TLS only.
+  bool data_seal = true;
 
   static Settings from_env();
   std::chrono::milliseconds control_timeout() const { return timeout * kControlFactor; }

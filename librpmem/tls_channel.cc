@@ -13,6 +13,8 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 
+#include <cstring>
+
 namespace rpmem {
 
 namespace asio = boost::asio;
@@ -141,6 +143,13 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::connect(const TargetAddress &tar
   tcp::no_delay nodelay(true);
   stream.next_layer().set_option(nodelay, ec);
   return std::unique_ptr<TlsChannel>(new TlsChannel(std::move(impl)));
+}
+
+bool TlsChannel::export_keying_material(uint8_t *out, size_t len, const char *label,
+                                        const uint8_t *context, size_t context_len) noexcept {
+  if (!impl_->open || !impl_->stream) return false;
+  return SSL_export_keying_material(impl_->stream->native_handle(), out, len, label,
+                                    std::strlen(label), context, context_len, 1) == 1;
 }
 
 std::error_code TlsChannel::send(const proto::Bytes &frame,

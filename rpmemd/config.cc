@@ -45,6 +45,7 @@ enum class Key {
   kVerbsLanding,
   kPeerTimeout,
   kDataTls,
+  kDataSeal,
   kMaxHandshakes,
   kMaxConnections,
   kMaxPerAddress,
@@ -77,6 +78,7 @@ std::optional<Key> find_key(std::string_view name) {
   if (name == "verbs-landing") return Key::kVerbsLanding;
   if (name == "peer-timeout") return Key::kPeerTimeout;
   if (name == "data-tls") return Key::kDataTls;
+  if (name == "data-seal") return Key::kDataSeal;
   if (name == "max-handshakes") return Key::kMaxHandshakes;
   if (name == "max-connections") return Key::kMaxConnections;
   if (name == "max-per-address") return Key::kMaxPerAddress;
@@ -280,6 +282,8 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
         return false;
       return true;
     }
+    case Key::kDataSeal:
+      return value && parse_bool(*value, out.data_seal);
     case Key::kPeerTimeout: {  // seconds; 0: the system's TCP defaults
       if (!value) return false;
       auto n = parse_count(*value);
@@ -356,6 +360,7 @@ po::options_description command_line_options() {
       ("verbs-landing", po::value<std::string>())            //
       ("peer-timeout", po::value<std::string>())             //
       ("data-tls", po::value<std::string>())                 //
+      ("data-seal", po::value<std::string>())                //
       ("max-handshakes", po::value<std::string>())           //
       ("max-connections", po::value<std::string>())          //
       ("max-per-address", po::value<std::string>())          //
@@ -524,6 +529,8 @@ std::string usage_text(const char *argv0) {
       "                                this long (default 30, at least 10; 0: never)\n"
       "      --data-tls <mode>         data lanes inside TLS: no, allow (when the client asks;\n"
       "                                the default), yes (for every client that can), require\n"
+      "      --data-seal <yes|no>      encrypted lanes as sealed AES-GCM frames for a client\n"
+      "                                that can (yes, the default) or always TLS (no)\n"
       "  -h, --help                    display help message and exit\n"
       "  -V, --version                 display target daemon version and exit\n"
       "      --log-file <path>         log file location\n"

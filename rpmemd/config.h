@@ -58,6 +58,8 @@ struct Config {
   // over the ssh channel, service mode with the control channel's
   // certificates.
   DataTls data_tls = DataTls::kAllow;
+  // Encrypted lanes are sealed frames for a client that can seal (data-seal).
+  bool data_seal = true;
 
   // Service mode: a long-running daemon on a TCP port, mutual TLS on the
   // control channel; a client certificate's common name CN may use the pool

@@ -625,6 +625,14 @@ void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
                                         X509_free);
       if (!params.cert_lanes.peer_cert) params.cert_lanes.ctx.reset();
     }
+    // Sealed lanes: keys bound to this TLS session (called on this thread,
+    // the stream's only user now).
+    SSL *ssl = c.stream.native_handle();
+    params.export_keying_material = [ssl](uint8_t *out, size_t len, const char *label,
+                                          const uint8_t *context, size_t context_len) {
+      return SSL_export_keying_material(ssl, out, len, label, std::strlen(label), context,
+                                        context_len, 1) == 1;
+    };
     Session session(store, control, params, -1);
     session.run();
     control.shutdown();

@@ -3,6 +3,7 @@
 #include "rpmemd/session.h"
 
 #include "common/log.h"
+#include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/tls_stream.h"
 
 #include <signal.h>
@@ -149,6 +150,7 @@ SessionParams session_params(const Config &config) {
   p.verbs_windows_always = config.verbs_windows_always;
   p.peer_timeout = config.peer_timeout;
   p.data_tls = config.data_tls;
+  p.data_seal = config.data_seal;
   return p;
 }
 
@@ -367,7 +369,27 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   tp.peer_timeout = params_.peer_timeout;
   tp.client_minor = req.minor;
   if (params_.status) tp.counters = std::make_shared<rpmem::transport::TargetCounters>(nlanes);
-  if (tls && params_.cert_lanes) {
+  // Sealed rather than TLS: when the client can seal and this daemon lets it.
+  const bool sealed = tls && params_.data_seal && req.minor >= proto::kMinorSealed &&
+                      (req.lane_flags & proto::kLaneSealed) != 0;
+  if (sealed) {
+    tp.seal.on = true;
+    bool keyed = false;
+    if (params_.export_keying_material) {  // bound to the control channel's TLS session
+      keyed = params_.export_keying_material(tp.seal.master.data(), tp.seal.master.size(),
+                                             rpmem::transport::tcp::kSealExporterLabel,
+                                             resp.secret.data(), resp.secret.size());
+    } else {  // ssh mode: a key of this session's, handed over the ssh channel
+      proto::Secret master;
+      keyed = random_secret(master);
+      std::copy(master.begin(), master.end(), tp.seal.master.begin());
+      resp.lane_psk.assign(master.begin(), master.end());
+    }
+    if (!keyed) {
+      RPMEM_LOG_ERR("cannot key the sealed data lanes");
+      return undo(Status::kFatal);
+    }
+  } else if (tls && params_.cert_lanes) {
     tp.tls = params_.cert_lanes;  // the control channel's certificates
   } else if (tls) {
     // ssh mode: a key of this session's, handed over the ssh channel.
@@ -381,7 +403,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     }
     resp.lane_psk.assign(psk.begin(), psk.end());
   }
-  resp.lane_flags = tls ? proto::kLaneTls : 0;
+  resp.lane_flags = sealed ? proto::kLaneTls | proto::kLaneSealed : tls ? proto::kLaneTls : 0;
   const int fatal_fd = fatal_fd_;
   tp.on_fatal = [fatal_fd](const std::string &) {
     uint64_t one = 1;
@@ -455,7 +477,11 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   RPMEM_LOG_NOTICE("\tnlanes: %u", nlanes);
   RPMEM_LOG_NOTICE("\tpersist method: %s", apm_ ? kApmName : kGpspmName);
   // Cleartext lanes log as PMDK did: no line.
-  if (tls)
+  if (sealed)
+    RPMEM_LOG_NOTICE("\tdata lanes: sealed, AES-128-GCM (%s)",
+                     params_.export_keying_material ? "keys from the control channel's TLS session"
+                                                    : "a key of the session, over ssh");
+  else if (tls)
     RPMEM_LOG_NOTICE("\tdata lanes: TLS (%s)", params_.cert_lanes
                                                    ? "the control channel's certificates"
                                                    : "a pre-shared key of the session");
@@ -489,12 +515,14 @@ std::error_code Session::handle_pool_request(MsgType type, const proto::Bytes &p
   if (resp.status != Status::kSuccess)
     RPMEM_LOG_DEBUG("%s request response: (status = %u)", create ? "create" : "open",
                     static_cast<unsigned>(resp.status));
+  // Before the response: once it is sent, the lanes may come (and be
+  // logged by the data listener) before this thread logs anything more.
+  if (resp.status == Status::kSuccess) RPMEM_LOG_INFO("waiting for in-band connection");
   if (auto ec = io_.write_all(proto::encode(resp))) return ec;
   if (resp.status != Status::kSuccess) {
     end = SessionEnd::kRequestFailed;
     return {};
   }
-  RPMEM_LOG_INFO("waiting for in-band connection");
   return {};
 }
 

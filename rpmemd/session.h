@@ -42,6 +42,14 @@ struct SessionParams {
   std::string peer_address;                   // the client's address: data connections come from it
   std::chrono::milliseconds peer_timeout{0};  // Config::peer_timeout
   DataTls data_tls = DataTls::kAllow;         // Config::data_tls
+  bool data_seal = true;                      // Config::data_seal
+  // Service mode: the control channel's TLS exporter
+  // (SSL_export_keying_material with `label` and `context`), whence sealed
+  // lanes take their master key. Empty: ssh mode, where the key is random
+  // and goes to the client over the ssh channel.
+  std::function<bool(uint8_t *out, size_t len, const char *label, const uint8_t *context,
+                     size_t context_len)>
+      export_keying_material;
   // Service mode: the lanes' TLS with the control channel's certificates
   // (the service's context, the client's certificate). ssh mode leaves it
   // empty: a session keys its TLS lanes with a pre-shared key of its own.

@@ -9,7 +9,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-20}
 dir="$top/build-fuzz"
-targets=(control data poolset config target pool_hdr)
+targets=(control data poolset config target pool_hdr sealed)
 
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found" >&2; exit 1; }
 echo "=== build $(basename "$dir") (clang, fuzzer + address,undefined)"

@@ -11,6 +11,7 @@
 #include "common/proto.h"
 #include "common/transport/lane_stats.h"
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -60,6 +61,18 @@ struct LaneTls {
   explicit operator bool() const noexcept { return ctx != nullptr; }
 };
 
+// Sealed tcp data lanes (tcp/sealed_stream.h): every message one AES-GCM
+// frame under keys of each lane and direction made from `master`.
+struct LaneSeal {
+  bool on = false;
+  std::array<uint8_t, 32> master{};
+  // A key moves to the next one after this many frames or bytes (tests
+  // make it sooner); both ends must agree.
+  uint64_t rotate_frames = uint64_t{1} << 32;
+  uint64_t rotate_bytes = uint64_t{64} << 30;
+  explicit operator bool() const noexcept { return on; }
+};
+
 struct InitiatorParams {
   std::string host;  // as in the target string, brackets stripped
   uint16_t port = 0;
@@ -71,6 +84,7 @@ struct InitiatorParams {
   proto::Bytes provider_data;
   unsigned work_queue_size = 50;  // RPMEM_WORK_QUEUE_SIZE: writes posted before one must complete
   LaneTls tls;                    // tcp: lanes inside TLS
+  LaneSeal seal;                  // tcp: sealed lanes (instead of tls)
 };
 
 // Connects params.nlanes lanes; each proves the session secret.
@@ -139,6 +153,9 @@ struct TargetParams {
   // tcp: every lane completes a TLS handshake before its lane hello, which
   // then comes inside TLS; a connection that does not is refused.
   LaneTls tls;
+  // tcp: every lane's bytes are sealed frames (instead of tls); its hello
+  // is the first one.
+  LaneSeal seal;
   // Called once, from a transport thread, when a lane sees malformed input:
   // the session should end.
   std::function<void(const std::string &why)> on_fatal;

@@ -129,7 +129,7 @@ TEST_F(HostileClient, MalformedPoolRequestsAreRefused) {
   longer[name_len_at + 1] = 0x0f;
   expect_clean_end(longer, false, "malformed create request", "name past the payload");
   auto reserved = good;
-  reserved[8 + 20] = 2;  // lane_flags (reserved before protocol 1.3): a bit nobody knows
+  reserved[8 + 20] = 4;  // lane_flags (reserved before protocol 1.3): a bit nobody knows
   expect_clean_end(reserved, false, "malformed create request", "unknown lane flag");
   reserved = good;
   reserved[name_len_at + 3] = 1;
@@ -472,7 +472,13 @@ TEST(Stranger, CannotReadOrWriteThePoolNorDisturbTheSession) {
             std::count(local.data(), local.data() + kPool, 0xee));
   EXPECT_EQ(rpmem_close(rpp), 0);
   auto log = target.log_text();
-  if (const char *tls = std::getenv("RPMEM_DATA_TLS"); tls && std::string(tls) == "1") {
+  const char *tls = std::getenv("RPMEM_DATA_TLS");
+  const char *seal = std::getenv("RPMEM_DATA_SEAL");
+  if (tls && std::string(tls) == "1" && !(seal && std::string(seal) == "0")) {
+    // Sealed lanes (ctest -L sealed-lanes): a cleartext stranger's bytes
+    // do not authenticate.
+    EXPECT_NE(log.find("refused: sealed frame refused"), std::string::npos) << log;
+  } else if (tls && std::string(tls) == "1") {
     // TLS lanes (ctest -L tls-lanes): a cleartext stranger fails the
     // handshake before any hello is read.
     EXPECT_NE(log.find("refused: TLS handshake failed"), std::string::npos) << log;

@@ -232,6 +232,38 @@ TEST_F(Service, ServesSeveralClientsAndPoolsAtOnce) {
   EXPECT_NE(log().find("'bob' authenticated"), std::string::npos) << log();
 }
 
+// Sealed data lanes in service mode: keyed from the control channel's TLS
+// session, no key over the wire; the bytes land.
+TEST_F(Service, SealedLanesTakeTheirKeysFromTheControlChannel) {
+  if (verbs_only()) GTEST_SKIP() << "sealed lanes are tcp lanes, and tcp is disabled";
+  const char *saved = std::getenv("RPMEM_DATA_TLS");
+  const std::string before = saved ? saved : "";
+  set_env("RPMEM_DATA_TLS", "1");
+  ::unsetenv("RPMEM_DATA_SEAL");
+  LocalPool local(kPool, 21);
+  unsigned nl = 3;
+  RPMEMpool *rpp = create("p.set", local, nl);
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << log();
+  ASSERT_EQ(rpmem_persist(rpp, 0, kPool, 1, 0), 0) << rpmem_errormsg();
+  local.fill(kMiB, 70000, 0x5a);
+  ASSERT_EQ(rpmem_persist(rpp, kMiB, 70000, 2, 0), 0) << rpmem_errormsg();
+  std::vector<uint8_t> back(70000);
+  ASSERT_EQ(rpmem_read(rpp, back.data(), kMiB, back.size(), 0), 0) << rpmem_errormsg();
+  EXPECT_TRUE(same_bytes(back.data(), local.data() + kMiB, 0, back.size()));
+  ASSERT_EQ(rpmem_close(rpp), 0) << rpmem_errormsg();
+  if (saved)
+    set_env("RPMEM_DATA_TLS", before);
+  else
+    ::unsetenv("RPMEM_DATA_TLS");
+  auto r = target_.remote_pool({{kPool, "alice.part"}}, false);
+  EXPECT_TRUE(same_bytes(r.data(), local.data(), 0, kPool));
+  EXPECT_NE(log().find("data lanes: sealed, AES-128-GCM (keys from the control channel's TLS "
+                       "session)"),
+            std::string::npos)
+      << log();
+  EXPECT_NE(log().find(" (sealed)\n"), std::string::npos) << log();
+}
+
 // TLS data lanes in service mode: each lane must present the certificate
 // of the session's client; another one of the same CA (bob) or of another
 // CA (mallory) is refused, even with the session's secret.

@@ -21,30 +21,38 @@ namespace {
 
 constexpr size_t kPool = 4 * kMiB;
 
-// Sets (or unsets: nullopt) RPMEM_DATA_TLS for one test and restores it.
-class DataTlsEnv {
+// Sets (or unsets: nullopt) an environment variable for one test and
+// restores it.
+class EnvVar {
  public:
-  explicit DataTlsEnv(std::optional<std::string> value) {
-    if (const char *v = std::getenv("RPMEM_DATA_TLS")) saved_ = v;
+  EnvVar(const char *name, std::optional<std::string> value) : name_(name) {
+    if (const char *v = std::getenv(name)) saved_ = v;
     if (value)
-      set_env("RPMEM_DATA_TLS", *value);
+      set_env(name, *value);
     else
-      ::unsetenv("RPMEM_DATA_TLS");
+      ::unsetenv(name);
   }
-  ~DataTlsEnv() {
+  ~EnvVar() {
     if (saved_)
-      set_env("RPMEM_DATA_TLS", *saved_);
+      set_env(name_, *saved_);
     else
-      ::unsetenv("RPMEM_DATA_TLS");
+      ::unsetenv(name_);
   }
 
  private:
+  const char *name_;
   std::optional<std::string> saved_;
+};
+
+struct DataTlsEnv : EnvVar {
+  explicit DataTlsEnv(std::optional<std::string> value) : EnvVar("RPMEM_DATA_TLS", value) {}
 };
 
 class TlsLanes : public ::testing::Test {
  protected:
   void SetUp() override { target_.write_poolset("t.set", parts_, "OPTION NOHDRS\n"); }
+  // These are TLS lanes' tests: librpmem does not offer to seal.
+  EnvVar no_seal_{"RPMEM_DATA_SEAL", "0"};
 
   // A create of t.set through a raw rpmemd, as a client of protocol
   // 1.`minor` asking for `lane_flags`; the response (status checked by the
@@ -64,6 +72,40 @@ class TlsLanes : public ::testing::Test {
   }
 
   std::vector<uint8_t> part() const { return read_file(target_.part_path("t.part")); }
+
+  // Through librpmem and a daemon that encrypts the lanes (data-tls =
+  // require): persists of `sizes` on every lane, a flush and drain, a read
+  // across them all (the gaps too); the bytes read and those in the part
+  // must be the pool's.
+  void write_flush_read(std::initializer_list<size_t> sizes) {
+    DataTlsEnv env(std::nullopt);
+    set_env("RPMEM_CMD", target_.rpmemd_cmd("--data-tls require"));
+    LocalPool local(kPool, 3);
+    unsigned nlanes = 4;
+    RPMEMpool *rpp =
+        rpmem_create("127.0.0.1", "t.set", local.data(), local.size(), &nlanes, nullptr);
+    ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
+    std::vector<std::pair<size_t, size_t>> ranges;
+    size_t off = 0;
+    for (size_t len : sizes) {
+      ASSERT_EQ(rpmem_persist(rpp, off, len, static_cast<unsigned>(ranges.size()) % nlanes, 0), 0)
+          << len;
+      ranges.emplace_back(off, len);
+      off += len + 8;
+    }
+    local.fill(3 * kMiB, 4096, 0x77);
+    ASSERT_EQ(rpmem_flush(rpp, 3 * kMiB, 4096, 1, 0), 0);
+    ASSERT_EQ(rpmem_drain(rpp, 1, 0), 0);
+    std::vector<uint8_t> back(off);  // reads of more than a record, gaps included
+    ASSERT_EQ(rpmem_read(rpp, back.data(), 0, back.size(), 2), 0);
+    for (auto [o, len] : ranges) EXPECT_TRUE(same_bytes(back.data(), local.data(), o, len));
+    EXPECT_EQ(back[1], 0);  // a gap: never written
+    ASSERT_EQ(rpmem_close(rpp), 0);
+    const auto file = part();
+    ASSERT_EQ(file.size(), kPool);
+    for (auto [o, len] : ranges) EXPECT_TRUE(same_bytes(file.data(), local.data(), o, len));
+    EXPECT_TRUE(same_bytes(file.data(), local.data(), 3 * kMiB, 4096));
+  }
 
   Target target_;
   const std::vector<Part> parts_{{kPool, "t.part"}};
@@ -154,32 +196,7 @@ TEST_F(TlsLanes, NoRefusesAClientThatAsks) {
 
 TEST_F(TlsLanes, LibrpmemWritesFlushesAndReadsThroughTlsLanes) {
   if (verbs_only()) GTEST_SKIP() << "TLS lanes are tcp lanes, and tcp is disabled";
-  DataTlsEnv env(std::nullopt);  // the daemon turns TLS on: data-tls = require
-  set_env("RPMEM_CMD", target_.rpmemd_cmd("--data-tls require"));
-  LocalPool local(kPool, 3);
-  unsigned nlanes = 4;
-  RPMEMpool *rpp = rpmem_create("127.0.0.1", "t.set", local.data(), local.size(), &nlanes, nullptr);
-  ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
-  // Sizes around the record size (16 KiB) and the staging of small writes.
-  std::vector<std::pair<size_t, size_t>> ranges;
-  size_t off = 0;
-  for (size_t len : {1ul, 8ul, 64ul, 16383ul, 16384ul, 16385ul, 100000ul, 1ul << 20}) {
-    ASSERT_EQ(rpmem_persist(rpp, off, len, 0, 0), 0) << len;
-    ranges.emplace_back(off, len);
-    off += len + 8;
-  }
-  local.fill(3 * kMiB, 4096, 0x77);
-  ASSERT_EQ(rpmem_flush(rpp, 3 * kMiB, 4096, 1, 0), 0);
-  ASSERT_EQ(rpmem_drain(rpp, 1, 0), 0);
-  std::vector<uint8_t> back(off);  // reads of more than a record, gaps included
-  ASSERT_EQ(rpmem_read(rpp, back.data(), 0, back.size(), 2), 0);
-  for (auto [o, len] : ranges) EXPECT_TRUE(same_bytes(back.data(), local.data(), o, len));
-  EXPECT_EQ(back[1], 0);  // a gap: never written
-  ASSERT_EQ(rpmem_close(rpp), 0);
-  const auto file = part();
-  ASSERT_EQ(file.size(), kPool);
-  for (auto [o, len] : ranges) EXPECT_TRUE(same_bytes(file.data(), local.data(), o, len));
-  EXPECT_TRUE(same_bytes(file.data(), local.data(), 3 * kMiB, 4096));
+  write_flush_read({1, 8, 64, 16383, 16384, 16385, 100000, 1 << 20});  // around a record
   const std::string log = target_.log_text();
   EXPECT_NE(log.find("data lanes: TLS (a pre-shared key of the session)"), std::string::npos);
   EXPECT_NE(log.find("of 4 connected from 127.0.0.1"), std::string::npos);
@@ -322,6 +339,127 @@ TEST_F(TlsLanes, StrangersInTheirHandshakeAreBoundedByTheHelloDeadline) {
   EXPECT_TRUE(peer_closes(slow, 15000));
   ::close(slow);
   EXPECT_NE(target_.log_text().find("no lane hello in time"), std::string::npos);
+}
+
+// Sealed lanes: the same daemon, a client that offers to seal.
+class SealedLanes : public TlsLanes {
+ protected:
+  EnvVar seal_{"RPMEM_DATA_SEAL", std::nullopt};  // librpmem's default: it offers
+};
+
+TEST_F(SealedLanes, AClientThatCanSealGetsSealedLanesUnlessTheDaemonSaysNo) {
+  {
+    RawDaemon d(target_);
+    auto r = create(d, proto::kMinor, proto::kLaneTls | proto::kLaneSealed);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, proto::Status::kSuccess);
+    EXPECT_EQ(r->lane_flags, proto::kLaneTls | proto::kLaneSealed);
+    EXPECT_EQ(r->lane_psk.size(), 32u);  // ssh mode: the master key, over ssh
+  }
+  {
+    RawDaemon d(target_);  // offers to seal, asks for no encryption: cleartext
+    auto r = create(d, proto::kMinor, proto::kLaneSealed);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->lane_flags, 0u);
+    EXPECT_TRUE(r->lane_psk.empty());
+  }
+  {
+    RawDaemon d(target_, {"--data-seal", "no"});
+    auto r = create(d, proto::kMinor, proto::kLaneTls | proto::kLaneSealed);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->lane_flags, proto::kLaneTls);
+  }
+  RawDaemon d(target_);  // a client of 1.4 cannot seal: the bit is unknown to it
+  auto r = create(d, proto::kMinorBounded, proto::kLaneTls | proto::kLaneSealed);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->lane_flags, proto::kLaneTls);
+}
+
+TEST_F(SealedLanes, LibrpmemWritesFlushesAndReadsThroughSealedLanes) {
+  if (verbs_only()) GTEST_SKIP() << "sealed lanes are tcp lanes, and tcp is disabled";
+  write_flush_read({1, 8, 64, 65535, 65536, 65537, 100000, 1 << 20});  // around a frame
+  const std::string log = target_.log_text();
+  EXPECT_NE(log.find("lane 3 of 4 connected from 127.0.0.1:"), std::string::npos) << log;
+  EXPECT_NE(log.find("data lanes: sealed, AES-128-GCM"), std::string::npos) << log;
+  int sealed_lanes = 0;
+  for (size_t at = log.find(" (sealed)\n"); at != std::string::npos;
+       at = log.find(" (sealed)\n", at + 1))
+    ++sealed_lanes;
+  EXPECT_EQ(sealed_lanes, 4) << log;
+  EXPECT_EQ(log.find("(TLS)"), std::string::npos) << log;
+}
+
+TEST_F(SealedLanes, WrongKeysCleartextAndAlteredFramesAreRefusedAndWriteNothing) {
+  RawDaemon d(target_);
+  auto r = create(d, proto::kMinor, proto::kLaneTls | proto::kLaneSealed);
+  ASSERT_TRUE(r && r->status == proto::Status::kSuccess);
+  ASSERT_EQ(r->lane_psk.size(), 32u);
+  // A cleartext lane hello with the right secret: not a lane.
+  {
+    int clear = connect_port(r->port);
+    ASSERT_GE(clear, 0);
+    const proto::Bytes h = lane_hello_bytes(r->secret, 0, 2);
+    ASSERT_TRUE(write_all_fd(clear, h.data(), h.size()));
+    EXPECT_TRUE(peer_closes(clear));
+    ::close(clear);
+  }
+  // Another key, the right secret: refused.
+  {
+    proto::Bytes wrong = r->lane_psk;
+    wrong[0] ^= 1;
+    SealedPeer peer(r->port, wrong, 0);
+    uint32_t reply = 1;
+    EXPECT_FALSE(peer.hello(r->secret, 0, 2, reply));
+    EXPECT_TRUE(peer_closes(peer.fd()));
+  }
+  // Lane 1's key with a hello for lane 0: refused.
+  {
+    SealedPeer peer(r->port, r->lane_psk, 1);
+    uint32_t reply = 0;
+    if (peer.hello(r->secret, 0, 2, reply)) {
+      EXPECT_NE(reply, 0u);
+    }
+  }
+  // The right key and secret: admitted; a persist with one ciphertext
+  // byte flipped on the way does not land and ends the lane.
+  {
+    SealedPeer peer(r->port, r->lane_psk, 0);
+    uint32_t reply = 1;
+    ASSERT_TRUE(peer.hello(r->secret, 0, 2, reply));
+    ASSERT_EQ(reply, 0u);
+    proto::Bytes sealed = peer.seal(TlsPeer::persist_request(65536, proto::Bytes(4096, 0xee)));
+    ASSERT_GT(sealed.size(), 4096u);
+    sealed[sealed.size() / 2] ^= 0x01;
+    ASSERT_TRUE(write_all_fd(peer.fd(), sealed.data(), sealed.size()));
+    EXPECT_TRUE(peer_closes(peer.fd()));
+  }
+  auto file = part();
+  EXPECT_FALSE(part_has(file, 65536, proto::Bytes(16, 0xee)));
+  EXPECT_TRUE(part_has(file, 65536, proto::Bytes(4096, 0)));
+  // The session goes on: lane 1 connects, and its persist lands.
+  SealedPeer peer(r->port, r->lane_psk, 1);
+  uint32_t reply = 1;
+  ASSERT_TRUE(peer.hello(r->secret, 1, 2, reply));
+  EXPECT_EQ(reply, 0u);
+  const proto::Bytes bytes = pattern(5000, 11);
+  EXPECT_EQ(peer.persist(8192, bytes), 0);
+  EXPECT_TRUE(part_has(part(), 8192, bytes));
+  // Lane 1's connection replayed on a new one (the same key and nonces
+  // make the same bytes): the lane is taken, nothing of it is served.
+  {
+    SealedPeer replay(r->port, r->lane_psk, 1);
+    reply = 0;
+    if (replay.hello(r->secret, 1, 2, reply)) {
+      EXPECT_NE(reply, 0u);
+    }
+  }
+  const std::string log = target_.log_text();
+  EXPECT_NE(log.find("refused: sealed frame refused"), std::string::npos) << log;
+  EXPECT_NE(log.find("a frame did not authenticate"), std::string::npos) << log;
+  EXPECT_NE(log.find("lane 1 of 2 connected from 127.0.0.1:"), std::string::npos) << log;
+  EXPECT_NE(log.find(" (sealed)\n"), std::string::npos) << log;
+  EXPECT_NE(log.find("lane hello sealed with another lane's key"), std::string::npos) << log;
+  EXPECT_NE(log.find("lane already connected"), std::string::npos) << log;
 }
 
 }  // namespace

@@ -7,14 +7,17 @@
 #ifndef RPMEM_TESTS_INTEGRATION_TLS_PEER_H
 #define RPMEM_TESTS_INTEGRATION_TLS_PEER_H
 
+#include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/tls_stream.h"
 #include "tests/integration/raw_peer.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace rpmem_test {
 
@@ -39,6 +42,38 @@ inline std::shared_ptr<SSL_CTX> cert_client_context(const std::string &dir,
 inline std::shared_ptr<SSL_CTX> psk_client_context(const proto::Bytes &psk) {
   std::string why;
   return tcp::make_psk_context(false, psk, why);
+}
+
+// The lane hello through `peer` (a TlsPeer or SealedPeer); the target's
+// 8-byte answer in `reply` (0: admitted).
+template <typename Peer>
+bool lane_hello(Peer &peer, const proto::Secret &secret, uint32_t lane, uint32_t nlanes,
+                uint32_t &reply) {
+  const proto::Bytes h = lane_hello_bytes(secret, lane, nlanes);
+  uint8_t r[proto::kLaneHelloReplySize];
+  if (!peer.send(h.data(), h.size()) || !peer.recv(r, sizeof(r))) return false;
+  reply = static_cast<uint32_t>(r[0] | r[1] << 8 | r[2] << 16 | r[3] << 24);
+  return true;
+}
+
+// The bytes of a persist request of `bytes` at `offset`.
+inline proto::Bytes persist_request_bytes(uint64_t offset, const proto::Bytes &bytes) {
+  uint8_t hdr[proto::kDataRequestSize];
+  proto::encode(proto::DataRequest{proto::DataOp::kPersist, 0, offset, bytes.size()}, hdr);
+  proto::Bytes all(hdr, hdr + sizeof(hdr));
+  all.insert(all.end(), bytes.begin(), bytes.end());
+  return all;
+}
+
+// A persist of `bytes` at `offset` through `peer`; its reply status, or -1
+// when none came.
+template <typename Peer>
+int lane_persist(Peer &peer, uint64_t offset, const proto::Bytes &bytes) {
+  const proto::Bytes all = persist_request_bytes(offset, bytes);
+  uint8_t r[proto::kDataReplySize];
+  if (!peer.send(all.data(), all.size()) || !peer.recv(r, sizeof(r))) return -1;
+  auto reply = proto::decode_data_reply(r);
+  return reply ? static_cast<int>(reply->status) : -1;
 }
 
 // One TLS connection to 127.0.0.1:port (blocking waits, bounded).
@@ -78,29 +113,16 @@ class TlsPeer {
 
   // The lane hello; the target's 8-byte answer in `reply` (0: admitted).
   bool hello(const proto::Secret &secret, uint32_t lane, uint32_t nlanes, uint32_t &reply) {
-    const proto::Bytes h = lane_hello_bytes(secret, lane, nlanes);
-    uint8_t r[proto::kLaneHelloReplySize];
-    if (!send(h.data(), h.size()) || !recv(r, sizeof(r))) return false;
-    reply = static_cast<uint32_t>(r[0] | r[1] << 8 | r[2] << 16 | r[3] << 24);
-    return true;
+    return lane_hello(*this, secret, lane, nlanes, reply);
   }
 
-  // The bytes of a persist request of `bytes` at `offset`.
   static proto::Bytes persist_request(uint64_t offset, const proto::Bytes &bytes) {
-    uint8_t hdr[proto::kDataRequestSize];
-    proto::encode(proto::DataRequest{proto::DataOp::kPersist, 0, offset, bytes.size()}, hdr);
-    proto::Bytes all(hdr, hdr + sizeof(hdr));
-    all.insert(all.end(), bytes.begin(), bytes.end());
-    return all;
+    return persist_request_bytes(offset, bytes);
   }
 
   // A persist of `bytes` at `offset`; its reply status, or -1 when none came.
   int persist(uint64_t offset, const proto::Bytes &bytes) {
-    const proto::Bytes all = persist_request(offset, bytes);
-    uint8_t r[proto::kDataReplySize];
-    if (!send(all.data(), all.size()) || !recv(r, sizeof(r))) return -1;
-    auto reply = proto::decode_data_reply(r);
-    return reply ? static_cast<int>(reply->status) : -1;
+    return lane_persist(*this, offset, bytes);
   }
 
   // The TLS records that `bytes` make, not sent: the test sends them, or
@@ -124,6 +146,73 @@ class TlsPeer {
   bool ok_ = false;
   std::string why_;
   std::unique_ptr<tcp::TlsStream> stream_;  // owns fd_ once made
+};
+
+// A sealed data lane of the test's own: lane `lane` of an ssh-mode session
+// keyed by `master` (its lane_psk).
+class SealedPeer {
+ public:
+  SealedPeer(uint16_t port, const proto::Bytes &master, uint32_t lane) : lane_(lane) {
+    keys_.on = true;
+    std::copy_n(master.begin(), std::min(master.size(), keys_.master.size()), keys_.master.begin());
+    fd_ = connect_port(port);
+    if (fd_ < 0) return;
+    ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
+    stream_ = tcp::SealedStream::client(fd_, keys_, lane);
+  }
+  SealedPeer(const SealedPeer &) = delete;
+  SealedPeer &operator=(const SealedPeer &) = delete;
+
+  int fd() const { return fd_; }
+  bool send(const void *p, size_t n) {
+    const auto *b = static_cast<const uint8_t *>(p);
+    sent_.emplace_back(b, b + n);
+    iovec iov{const_cast<void *>(p), n};
+    return stream_ && !tcp::stream_send_all(*stream_, &iov, 1, 5000);
+  }
+  bool recv(void *p, size_t n, int timeout_ms = 5000) {
+    return stream_ && !tcp::stream_recv_all(*stream_, p, n, timeout_ms);
+  }
+  bool hello(const proto::Secret &secret, uint32_t lane, uint32_t nlanes, uint32_t &reply) {
+    return lane_hello(*this, secret, lane, nlanes, reply);
+  }
+  int persist(uint64_t offset, const proto::Bytes &bytes) {
+    return lane_persist(*this, offset, bytes);
+  }
+  // The frames that `bytes` would make as this lane's next message, not
+  // sent (the messages before it are sealed again, on a socketpair, to
+  // reach the same nonce): the test sends them, cut short or altered.
+  proto::Bytes seal(const proto::Bytes &bytes) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0) return {};
+    int big = 8 << 20;
+    ::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+    ::setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+    auto twin = tcp::SealedStream::client(sv[0], keys_, lane_);
+    auto drain = [&] {
+      proto::Bytes out(16 << 20);
+      const ssize_t n = ::recv(sv[1], out.data(), out.size(), 0);
+      out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+      return out;
+    };
+    for (const auto &m : sent_) {
+      iovec iov{const_cast<uint8_t *>(m.data()), m.size()};
+      tcp::stream_send_all(*twin, &iov, 1, 5000);
+    }
+    drain();
+    iovec iov{const_cast<uint8_t *>(bytes.data()), bytes.size()};
+    tcp::stream_send_all(*twin, &iov, 1, 5000);
+    proto::Bytes out = drain();
+    ::close(sv[1]);
+    return out;
+  }
+
+ private:
+  int fd_ = -1;
+  uint32_t lane_;
+  tcp::SealKeys keys_;
+  std::vector<proto::Bytes> sent_;
+  std::unique_ptr<tcp::SealedStream> stream_;  // owns fd_ once made
 };
 
 }  // namespace rpmem_test

@@ -183,7 +183,11 @@ TEST_F(Words, CreateOpenCloseSessionLogsAsPmdk) {
         "    nlanes: 2",
         "    persist method: General Purpose Server Persistency Method",
     };
-    if (tls) lines.push_back("    data lanes: TLS (a pre-shared key of the session)");
+    const char *data_seal = std::getenv("RPMEM_DATA_SEAL");
+    if (tls && !(data_seal && std::string(data_seal) == "0"))
+      lines.push_back("    data lanes: sealed, AES-128-GCM (a key of the session, over ssh)");
+    else if (tls)
+      lines.push_back("    data lanes: TLS (a pre-shared key of the session)");
     lines.push_back("waiting for in-band connection");
     lines.push_back("in-band connection established");
     return lines;

@@ -21,6 +21,8 @@ enum class Op {
   kPersistWide,     // rpmem_persist(flags 0) on lane 0 of a pool with --wide-lanes lanes open
   kPersistTls,      // rpmem_persist(flags 0) on the pool of --data-tls (lanes inside TLS)
   kReadTls,         // rpmem_read on it
+  kPersistSealed,   // rpmem_persist(flags 0) on the sealed pool of --data-tls
+  kReadSealed,      // rpmem_read on it
   kRawRr,           // TCP: a request of `size` bytes, a 16-byte reply, both sides
                     // waiting as rpmem's TCP transport waits (spin, then poll)
   kRawRrBlock,      // the same, both sides blocking in recv
@@ -67,6 +69,10 @@ struct Options {
   // inside TLS (RPMEM_DATA_TLS=1), for persist-tls and read-tls.
   bool data_tls = false;
   std::string tls_pool_set = "bench-tls.set";
+  // ... and a fourth, its lanes sealed (RPMEM_DATA_TLS=1 with
+  // RPMEM_DATA_SEAL=1; the third has RPMEM_DATA_SEAL=0), for
+  // persist-sealed and read-sealed.
+  std::string sealed_pool_set = "bench-sealed.set";
   Format format = Format::kTable;
   int progress = -1;  // -1: when stderr is a terminal
 };

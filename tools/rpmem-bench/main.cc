@@ -121,8 +121,14 @@ std::vector<Case> plan(const Options &opt) {
           cases.push_back({Op::kPersistWide, size, 1});
         if (opt.data_tls) {
           for (Op op : opt.ops) {
-            if (op == Op::kPersist) cases.push_back({Op::kPersistTls, size, lanes});
-            if (op == Op::kRead) cases.push_back({Op::kReadTls, size, lanes});
+            if (op == Op::kPersist) {
+              cases.push_back({Op::kPersistTls, size, lanes});
+              cases.push_back({Op::kPersistSealed, size, lanes});
+            }
+            if (op == Op::kRead) {
+              cases.push_back({Op::kReadTls, size, lanes});
+              cases.push_back({Op::kReadSealed, size, lanes});
+            }
           }
         }
       }
@@ -147,7 +153,7 @@ int run(int argc, char **argv) {
   std::unique_ptr<RawDisk> disk;
   if (opt.raw && !opt.raw_disk.empty())
     disk = std::make_unique<RawDisk>(opt.raw_disk, opt.pool_size);
-  std::unique_ptr<RemotePool> pool, wide, tls;
+  std::unique_ptr<RemotePool> pool, wide, tls, sealed;
   LibraryLog liblog;
   if (opt.rpmem && opt.data_tls) liblog.start();  // before librpmem's first call
   if (opt.rpmem) {
@@ -164,13 +170,18 @@ int run(int argc, char **argv) {
                    " granted; persist-wide uses lane 0 only";
     }
     if (opt.data_tls) {
-      tls =
-          std::make_unique<RemotePool>(opt, opt.tls_pool_set, opt.pool_size,
-                                       *std::max_element(opt.lanes.begin(), opt.lanes.end()), true);
+      tls = std::make_unique<RemotePool>(opt, opt.tls_pool_set, opt.pool_size,
+                                         *std::max_element(opt.lanes.begin(), opt.lanes.end()), 1);
       info.pool += "\n# tls      " + opt.target + ":" + opt.tls_pool_set + ", " +
                    tls->how_opened() + ", " + std::to_string(tls->nlanes()) +
-                   " lanes granted, RPMEM_DATA_TLS=1: " + liblog.lanes_line() + "; " +
-                   kernel_tls_text();
+                   " lanes granted, RPMEM_DATA_TLS=1 RPMEM_DATA_SEAL=0: " + liblog.lanes_line() +
+                   "; " + kernel_tls_text();
+      sealed =
+          std::make_unique<RemotePool>(opt, opt.sealed_pool_set, opt.pool_size,
+                                       *std::max_element(opt.lanes.begin(), opt.lanes.end()), 2);
+      info.pool += "\n# sealed   " + opt.target + ":" + opt.sealed_pool_set + ", " +
+                   sealed->how_opened() + ", " + std::to_string(sealed->nlanes()) +
+                   " lanes granted, RPMEM_DATA_TLS=1: " + liblog.lanes_line();
     }
   } else {
     info.pool = "(raw only)";
@@ -203,9 +214,10 @@ int run(int argc, char **argv) {
           s.error_text = e.what();
         }
       } else {
-        RemotePool &on = c.op == Op::kPersistWide                            ? *wide
-                         : (c.op == Op::kPersistTls || c.op == Op::kReadTls) ? *tls
-                                                                             : *pool;
+        RemotePool &on = c.op == Op::kPersistWide                                  ? *wide
+                         : (c.op == Op::kPersistTls || c.op == Op::kReadTls)       ? *tls
+                         : (c.op == Op::kPersistSealed || c.op == Op::kReadSealed) ? *sealed
+                                                                                   : *pool;
         Workload w = on.workload(c, why);
         if (w.op) {
           s = run_lanes(opt, c.lanes, w, case_label(c, rep, opt.repeat));

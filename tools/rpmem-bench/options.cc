@@ -56,6 +56,10 @@ What to measure:
                           compared with cleartext persist and read); says
                           which TLS record layer ran (kernel or user space)
       --tls-pool-set NAME its pool set (default bench-tls.set)
+                          and a fourth (--sealed-pool-set) with sealed lanes
+                          (RPMEM_DATA_SEAL=1; the third has 0): persist-sealed,
+                          read-sealed
+      --sealed-pool-set NAME  its pool set (default bench-sealed.set)
       --raw-only          only the raw cases
       --no-raw            no raw cases
       --raw-disk DIR      also measure raw-dsync: pwrite of SIZE bytes on an
@@ -175,6 +179,7 @@ Options parse_options(int argc, char **argv) {
     kWidePoolSet,
     kDataTls,
     kTlsPoolSet,
+    kSealedPoolSet,
     kStartAt
   };
   static const option longopts[] = {
@@ -195,6 +200,7 @@ Options parse_options(int argc, char **argv) {
       {"wide-pool-set", required_argument, nullptr, kWidePoolSet},
       {"data-tls", no_argument, nullptr, kDataTls},
       {"tls-pool-set", required_argument, nullptr, kTlsPoolSet},
+      {"sealed-pool-set", required_argument, nullptr, kSealedPoolSet},
       {"raw-only", no_argument, nullptr, kRawOnly},
       {"no-raw", no_argument, nullptr, kNoRaw},
       {"raw-disk", required_argument, nullptr, kRawDisk},
@@ -264,6 +270,9 @@ Options parse_options(int argc, char **argv) {
         break;
       case kTlsPoolSet:
         o.tls_pool_set = optarg;
+        break;
+      case kSealedPoolSet:
+        o.sealed_pool_set = optarg;
         break;
       case kRawOnly:
         o.rpmem = false, o.raw = true;

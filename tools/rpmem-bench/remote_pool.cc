@@ -28,7 +28,7 @@ RemotePool::RemotePool(const Options &opt)
                  *std::max_element(opt.lanes.begin(), opt.lanes.end())) {}
 
 RemotePool::RemotePool(const Options &opt, const std::string &pool_set, size_t size, unsigned lanes,
-                       bool tls)
+                       int lanes_kind)
     : opt_(opt), pool_set_(pool_set), asked_(lanes) {
   size_ = size;
   base_ = map_anon(size_);
@@ -42,14 +42,21 @@ RemotePool::RemotePool(const Options &opt, const std::string &pool_set, size_t s
   std::memcpy(attr.signature, "RPMEMBEN", 8);
   attr.major = 1;
   // librpmem reads RPMEM_DATA_TLS at each create and open.
-  if (tls) ::setenv("RPMEM_DATA_TLS", "1", 1);
+  const bool tls = lanes_kind != 0;
+  if (tls) {
+    ::setenv("RPMEM_DATA_TLS", "1", 1);
+    ::setenv("RPMEM_DATA_SEAL", lanes_kind == 2 ? "1" : "0", 1);
+  }
   rpp_ = rpmem_create(opt.target.c_str(), pool_set_.c_str(), base_, size_, &nlanes, &attr);
   created_ = rpp_ != nullptr;
   if (!rpp_ && errno == EEXIST) {
     nlanes = want;
     rpp_ = rpmem_open(opt.target.c_str(), pool_set_.c_str(), base_, size_, &nlanes, &attr);
   }
-  if (tls) ::unsetenv("RPMEM_DATA_TLS");
+  if (tls) {
+    ::unsetenv("RPMEM_DATA_TLS");
+    ::unsetenv("RPMEM_DATA_SEAL");
+  }
   if (!rpp_) {
     std::string why = rpmem_errormsg();
     ::munmap(base_, size_);
@@ -91,6 +98,7 @@ Workload RemotePool::workload(const Case &c, std::string &why) {
     case Op::kPersist:
     case Op::kPersistWide:
     case Op::kPersistTls:
+    case Op::kPersistSealed:
     case Op::kPersistRelaxed: {
       unsigned flags = c.op == Op::kPersistRelaxed ? RPMEM_PERSIST_RELAXED : 0;
       w.op = [rpp, at, size, flags](unsigned lane, uint64_t i) {
@@ -118,6 +126,7 @@ Workload RemotePool::workload(const Case &c, std::string &why) {
     }
     case Op::kRead:
     case Op::kReadTls:
+    case Op::kReadSealed:
       w.op = [this, rpp, at, size](unsigned lane, uint64_t i) {
         AllocScope scope;
         return rpmem_read(rpp, read_bufs_[lane], at(lane, i), size, lane) ? errno : 0;

@@ -21,9 +21,10 @@ class RemotePool {
  public:
   explicit RemotePool(const Options &opt);  // throws std::runtime_error
   // Another pool set of `size` bytes, opened with `lanes` lanes asked for;
-  // `tls`: with RPMEM_DATA_TLS=1 (its data lanes inside TLS).
+  // `lanes_kind`: 0 cleartext lanes; 1 TLS lanes (RPMEM_DATA_TLS=1,
+  // RPMEM_DATA_SEAL=0); 2 sealed lanes (RPMEM_DATA_TLS=1, RPMEM_DATA_SEAL=1).
   RemotePool(const Options &opt, const std::string &pool_set, size_t size, unsigned lanes,
-             bool tls = false);  // throws std::runtime_error
+             int lanes_kind = 0);  // throws std::runtime_error
   ~RemotePool();
   RemotePool(const RemotePool &) = delete;
   RemotePool &operator=(const RemotePool &) = delete;

@@ -54,9 +54,10 @@ Baseline baseline_of(const Result &r, const std::vector<Result> &rs) {
   if (r.c.op == Op::kFlushDrain) {
     b.base = find(rs, Op::kPersist, r.c.size, r.c.lanes);
     b.name = "persist";
-  } else if (r.c.op == Op::kPersistTls || r.c.op == Op::kReadTls) {
-    // TLS lanes against cleartext lanes, same size and lanes, same run.
-    const bool persist = r.c.op == Op::kPersistTls;
+  } else if (r.c.op == Op::kPersistTls || r.c.op == Op::kReadTls || r.c.op == Op::kPersistSealed ||
+             r.c.op == Op::kReadSealed) {
+    // Encrypted lanes against cleartext lanes, same size and lanes, same run.
+    const bool persist = r.c.op == Op::kPersistTls || r.c.op == Op::kPersistSealed;
     b.base = find(rs, persist ? Op::kPersist : Op::kRead, r.c.size, r.c.lanes);
     b.by_latency = r.c.size < kStreamFrom;
     b.name = persist ? "persist" : "read";
@@ -259,6 +260,10 @@ const char *op_name(Op op) {
       return "persist-tls";
     case Op::kReadTls:
       return "read-tls";
+    case Op::kPersistSealed:
+      return "persist-sealed";
+    case Op::kReadSealed:
+      return "read-sealed";
     case Op::kRawRr:
       return "raw-rr";
     case Op::kRawRrBlock:

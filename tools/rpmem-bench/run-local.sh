@@ -32,6 +32,11 @@ cat >"$work/poolsets/bench-tls.set" <<SET
 PMEMPOOLSET
 ${RPMEM_BENCH_POOL:-256M} $work/bench-tls.part0
 SET
+# ... and the one with sealed lanes.
+cat >"$work/poolsets/bench-sealed.set" <<SET
+PMEMPOOLSET
+${RPMEM_BENCH_POOL:-256M} $work/bench-sealed.part0
+SET
 # The pool of --wide-lanes (8 MiB used).
 cat >"$work/poolsets/bench-wide.set" <<SET
 PMEMPOOLSET

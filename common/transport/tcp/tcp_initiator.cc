@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/transport/spin_gauge.h"
 #include "common/transport/tcp/connect.h"
+#include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/socket_io.h"
 #include "common/transport/tcp/tls_stream.h"
 
@@ -206,7 +207,10 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
       return Error{err, "cannot set up lane " + std::to_string(i)};
     }
     std::unique_ptr<ByteStream> tls;
-    if (params.tls) {
+    if (params.seal) {
+      tls = SealedStream::client(fd, params.seal, i);  // owns fd from here
+      if (i == 0) RPMEM_LOG_INFO("data lanes: sealed, AES-128-GCM frames");
+    } else if (params.tls) {
       std::string why;
       SSL *ssl = SSL_new(params.tls.ctx.get());
       if (!ssl) {

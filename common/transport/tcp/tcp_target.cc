@@ -6,6 +6,7 @@
 #include "common/transport/spin_gauge.h"
 #include "common/transport/tcp/byte_stream.h"
 #include "common/transport/tcp/lane_server.h"
+#include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/socket_io.h"
 #include "common/transport/tcp/tls_stream.h"
 
@@ -95,6 +96,7 @@ int any_chain(int, X509_STORE_CTX *) { return 1; }
 struct TcpTarget::Hello {
   std::unique_ptr<ByteStream> stream;  // owns the connection
   SSL *ssl = nullptr;                  // TLS lanes: the stream's, until its handshake is done
+  SealedStream *sealed = nullptr;      // sealed lanes: the stream
   uint32_t interest = EPOLLIN;
   Clock::time_point deadline;
   std::string peer;  // address:port, for the log
@@ -106,6 +108,9 @@ struct TcpTarget::Hello {
 bool TcpTarget::whole_first_message(const Hello &h) {
   const int fd = h.stream->fd();
   if (h.ssl) return !SSL_in_before(h.ssl) || tls_record_buffered(fd);
+  if (h.sealed)
+    return h.sealed->bytes_received() + bytes_buffered(fd) >=
+           SealedStream::first_message_size(proto::kLaneHelloSize);
   return h.got + bytes_buffered(fd) >= proto::kLaneHelloSize;
 }
 
@@ -305,6 +310,12 @@ void TcpTarget::accept_ready() {
 }
 
 const char *TcpTarget::open_stream(Hello &h, int fd) {
+  if (params_.seal) {
+    auto sealed = SealedStream::target(fd, params_.seal, params_.max_lanes);  // owns fd
+    h.sealed = sealed.get();
+    h.stream = std::move(sealed);
+    return nullptr;
+  }
   if (!params_.tls) {
     h.stream = std::make_unique<SocketStream>(fd);
     return nullptr;
@@ -388,8 +399,9 @@ void TcpTarget::hello_ready(Hello &h) {
   std::error_code ec = h.stream->recv_nowait(h.buf + h.got, sizeof(h.buf) - h.got, got);
   h.got += got;
   if (ec) {
-    refusals_.refused(h.peer,
-                      ec.value() == EPROTO && params_.tls ? "TLS record refused" : "no lane hello");
+    refusals_.refused(h.peer, ec.value() != EPROTO ? "no lane hello"
+                              : params_.tls        ? "TLS record refused"
+                                                   : "sealed frame refused");
     return close_hello(h);
   }
   if (h.got < sizeof(h.buf)) return;  // the rest comes later
@@ -398,6 +410,8 @@ void TcpTarget::hello_ready(Hello &h) {
   const char *refusal = nullptr;
   if (!hello || hello->major != proto::kMajor)
     refusal = "malformed lane hello";
+  else if (h.sealed && static_cast<int64_t>(hello->lane) != h.sealed->lane())
+    refusal = "lane hello sealed with another lane's key";
   else
     refusal = admission_.admit(hello->secret, hello->lane, hello->nlanes);
   if (refusal) {
@@ -427,7 +441,9 @@ void TcpTarget::hello_ready(Hello &h) {
   const int fd = h.stream->fd();
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   RPMEM_LOG_INFO("lane %u of %u connected from %s%s", hello->lane, hello->nlanes, h.peer.c_str(),
-                 params_.tls ? " (TLS)" : "");
+                 params_.tls    ? " (TLS)"
+                 : params_.seal ? " (sealed)"
+                                : "");
   std::unique_ptr<ByteStream> stream = std::move(h.stream);
   std::erase_if(hellos_, [&](const std::unique_ptr<Hello> &p) { return p.get() == &h; });
   set_nodelay(fd);

@@ -164,7 +164,7 @@ TEST(ProtoHello, EncodesGoldenBytes) {
 
 TEST(ProtoHello, DefaultsCarryProtocolVersion) {
   const Bytes golden = {0x01, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x01, 0x00,
-                        0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
+                        0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
   Hello m;
   m.transports = transport_bit(TransportKind::kTcp);
   EXPECT_EQ(encode(m), golden);
@@ -277,8 +277,10 @@ TEST(ProtoPoolRequest, RejectsNonZeroReservedFields) {
     EXPECT_FALSE(decode_pool_request(bad)) << "reserved byte " << at;
   }
   Bytes unknown_flag = p;
-  unknown_flag[20] = 2;  // lane_flags: only kLaneTls is known
+  unknown_flag[20] = 4;  // lane_flags: only kLaneTls and kLaneSealed are known
   EXPECT_FALSE(decode_pool_request(unknown_flag));
+  unknown_flag[20] = 3;
+  EXPECT_TRUE(decode_pool_request(unknown_flag));
 }
 
 TEST(ProtoPoolRequest, CarriesTheTlsLaneFlag) {
@@ -443,7 +445,7 @@ TEST(ProtoPoolResponse, RejectsABadLaneSecurityExtension) {
   m.lane_psk = Bytes(kMaxLanePsk + 1, 1);
   EXPECT_FALSE(decode_pool_response(payload_of(encode(m))));
   m.lane_psk.clear();
-  m.lane_flags = 2;  // unknown
+  m.lane_flags = 4;  // unknown
   EXPECT_FALSE(decode_pool_response(payload_of(encode(m))));
   m.lane_flags = kLaneTls;
   Bytes f = encode(m);

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Sealed data lanes.
+#include "common/transport/tcp/sealed_stream.h"
+
+#include "common/error.h"
+#include "common/log.h"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace rpmem::transport::tcp {
+namespace {
+
+constexpr size_t kMaxFrameBytes = kSealedHeader + kMaxSealedFrame + kSealedTag;
+// Raw receive buffer: a whole frame and most of the next.
+constexpr size_t kInBuffer = 2 * kMaxFrameBytes;
+
+void put_le32(uint8_t *p, uint32_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+  p[2] = static_cast<uint8_t>(v >> 16);
+  p[3] = static_cast<uint8_t>(v >> 24);
+}
+
+uint32_t get_le32(const uint8_t *p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+
+// HKDF-SHA256 without salt.
+bool hkdf(const uint8_t *key, size_t key_len, const uint8_t *info, size_t info_len, uint8_t *out,
+          size_t out_len) noexcept {
+  static EVP_KDF *const kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  if (!kdf) return false;
+  EVP_KDF_CTX *ctx = EVP_KDF_CTX_new(kdf);
+  if (!ctx) return false;
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t *>(key), key_len),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<uint8_t *>(info), info_len),
+      OSSL_PARAM_construct_end()};
+  const bool ok = EVP_KDF_derive(ctx, out, out_len, params) == 1;
+  EVP_KDF_CTX_free(ctx);
+  return ok;
+}
+
+constexpr char kLaneInfo[] = "rpmem sealed lane";
+constexpr char kNextInfo[] = "rpmem sealed lane next key";
+
+}  // namespace
+
+bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir,
+                     SealKey &out) noexcept {
+  uint8_t info[sizeof(kLaneInfo) - 1 + 5];
+  std::memcpy(info, kLaneInfo, sizeof(kLaneInfo) - 1);
+  put_le32(info + sizeof(kLaneInfo) - 1, lane);
+  info[sizeof(info) - 1] = static_cast<uint8_t>(dir);
+  return hkdf(master.data(), master.size(), info, sizeof(info), out.data(), out.size());
+}
+
+FrameCipher::FrameCipher(const SealKey &key, bool seal, uint64_t rotate_frames,
+                         uint64_t rotate_bytes) noexcept
+    : ctx_(EVP_CIPHER_CTX_new()),
+      key_(key),
+      seal_(seal),
+      rotate_frames_(std::max<uint64_t>(rotate_frames, 1)),
+      rotate_bytes_(std::max<uint64_t>(rotate_bytes, 1)) {
+  if (ctx_ &&
+      (EVP_CipherInit_ex(ctx_, EVP_aes_128_gcm(), nullptr, nullptr, nullptr, seal_ ? 1 : 0) != 1 ||
+       !set_key())) {
+    EVP_CIPHER_CTX_free(ctx_);
+    ctx_ = nullptr;
+  }
+}
+
+FrameCipher::~FrameCipher() {
+  EVP_CIPHER_CTX_free(ctx_);
+  OPENSSL_cleanse(key_.data(), key_.size());
+}
+
+// The key schedule is made here, once per key; each frame sets only its
+// nonce.
+bool FrameCipher::set_key() noexcept {
+  return EVP_CipherInit_ex(ctx_, nullptr, nullptr, key_.data(), nullptr, seal_ ? 1 : 0) == 1;
+}
+
+void FrameCipher::count(size_t len) noexcept {
+  ++frames_;
+  ++frames_total_;
+  bytes_ += len;
+  if (frames_ < rotate_frames_ && bytes_ < rotate_bytes_) return;
+  SealKey next;
+  if (!hkdf(key_.data(), key_.size(), reinterpret_cast<const uint8_t *>(kNextInfo),
+            sizeof(kNextInfo) - 1, next.data(), next.size())) {
+    EVP_CIPHER_CTX_free(ctx_);  // no frame goes out under a worn key
+    ctx_ = nullptr;
+    return;
+  }
+  key_ = next;
+  OPENSSL_cleanse(next.data(), next.size());
+  frames_ = bytes_ = 0;
+  ++rotations_;
+  if (!set_key()) {
+    EVP_CIPHER_CTX_free(ctx_);
+    ctx_ = nullptr;
+  }
+}
+
+namespace {
+
+void nonce_of(uint64_t n, uint8_t (&iv)[12]) {
+  std::memset(iv, 0, 4);
+  for (int i = 0; i < 8; ++i) iv[4 + i] = static_cast<uint8_t>(n >> (56 - 8 * i));
+}
+
+}  // namespace
+
+bool FrameCipher::seal(const iovec *iov, int n, size_t len, uint8_t *out) noexcept {
+  if (!ctx_ || !seal_ || len == 0 || len > kMaxSealedFrame) return false;
+  uint8_t iv[12];
+  nonce_of(frames_, iv);
+  put_le32(out, static_cast<uint32_t>(len));
+  int outl = 0;
+  if (EVP_EncryptInit_ex(ctx_, nullptr, nullptr, nullptr, iv) != 1 ||
+      EVP_EncryptUpdate(ctx_, nullptr, &outl, out, kSealedHeader) != 1)
+    return false;
+  uint8_t *p = out + kSealedHeader;
+  size_t left = len;
+  for (int i = 0; i < n && left > 0; ++i) {
+    const size_t take = std::min(iov[i].iov_len, left);
+    if (take == 0) continue;
+    if (EVP_EncryptUpdate(ctx_, p, &outl, static_cast<const uint8_t *>(iov[i].iov_base),
+                          static_cast<int>(take)) != 1)
+      return false;
+    p += outl;
+    left -= take;
+  }
+  if (left != 0 || EVP_EncryptFinal_ex(ctx_, p, &outl) != 1) return false;
+  p += outl;
+  if (EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_AEAD_GET_TAG, kSealedTag, p) != 1) return false;
+  count(len);
+  return true;
+}
+
+bool FrameCipher::open(uint8_t *frame, size_t len) noexcept {
+  if (!ctx_ || seal_ || len <= kSealedHeader + kSealedTag) return false;
+  const size_t n = len - kSealedHeader - kSealedTag;
+  if (get_le32(frame) != n) return false;
+  uint8_t iv[12];
+  nonce_of(frames_, iv);
+  uint8_t tag[kSealedTag];
+  std::memcpy(tag, frame + kSealedHeader + n, kSealedTag);
+  int outl = 0;
+  uint8_t *p = frame + kSealedHeader;
+  bool ok = EVP_DecryptInit_ex(ctx_, nullptr, nullptr, nullptr, iv) == 1 &&
+            EVP_DecryptUpdate(ctx_, nullptr, &outl, frame, kSealedHeader) == 1 &&
+            EVP_DecryptUpdate(ctx_, p, &outl, p, static_cast<int>(n)) == 1 &&
+            EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_AEAD_SET_TAG, kSealedTag, tag) == 1;
+  if (ok) {
+    int fin = 0;
+    ok = EVP_DecryptFinal_ex(ctx_, p + outl, &fin) > 0;
+  }
+  if (!ok) {
+    OPENSSL_cleanse(p, n);  // no unauthenticated byte is left to read
+    EVP_CIPHER_CTX_free(ctx_);
+    ctx_ = nullptr;
+    return false;
+  }
+  count(n);
+  return true;
+}
+
+SealedStream::SealedStream(int fd, const SealKeys &keys, bool client, uint32_t lane_or_max)
+    : fd_(fd),
+      keys_(keys),
+      client_(client),
+      max_lanes_(client ? 0 : lane_or_max),
+      out_(new (std::nothrow) uint8_t[4 + kMaxFrameBytes]),
+      prefix_due_(client),
+      in_(new (std::nothrow) uint8_t[kInBuffer]) {
+  if (!out_ || !in_) failed_ = errc(ENOMEM);
+  if (client && !failed_ && !start_ciphers(lane_or_max)) failed_ = errc(EPROTO);
+}
+
+SealedStream::~SealedStream() {
+  if (in_) OPENSSL_cleanse(in_.get(), kInBuffer);
+  ::close(fd_);
+}
+
+std::unique_ptr<SealedStream> SealedStream::client(int fd, const SealKeys &keys, uint32_t lane) {
+  return std::unique_ptr<SealedStream>(new SealedStream(fd, keys, true, lane));
+}
+
+std::unique_ptr<SealedStream> SealedStream::target(int fd, const SealKeys &keys,
+                                                   uint32_t max_lanes) {
+  return std::unique_ptr<SealedStream>(new SealedStream(fd, keys, false, max_lanes));
+}
+
+bool SealedStream::start_ciphers(uint32_t lane) noexcept {
+  SealKey up, down;  // towards the target, towards the client
+  const bool ok = derive_lane_key(keys_.master, lane, SealDirection::kToTarget, up) &&
+                  derive_lane_key(keys_.master, lane, SealDirection::kToClient, down);
+  if (ok) {
+    send_ = std::unique_ptr<FrameCipher>(new (std::nothrow) FrameCipher(
+        client_ ? up : down, true, keys_.rotate_frames, keys_.rotate_bytes));
+    recv_ = std::unique_ptr<FrameCipher>(new (std::nothrow) FrameCipher(
+        client_ ? down : up, false, keys_.rotate_frames, keys_.rotate_bytes));
+  }
+  OPENSSL_cleanse(up.data(), up.size());
+  OPENSSL_cleanse(down.data(), down.size());
+  if (!ok || !send_ || !recv_ || !send_->ok() || !recv_->ok()) return false;
+  lane_ = lane;
+  return true;
+}
+
+std::error_code SealedStream::refuse(const char *why) noexcept {
+  if (!failed_) {
+    RPMEM_LOG_WARN("sealed lane %lld: %s; the lane ends", static_cast<long long>(lane_), why);
+    failed_ = errc(EPROTO);
+  }
+  return failed_;
+}
+
+bool SealedStream::has_buffered_input() const noexcept {
+  if (plain_ < plain_end_) return true;
+  const size_t raw = in_w_ - in_r_;
+  if (lane_ < 0) return raw >= 4;
+  if (raw < kSealedHeader) return false;
+  return raw >= kSealedHeader + get_le32(in_.get() + in_r_) + kSealedTag;
+}
+
+// Reads what the socket has into the raw buffer.
+std::error_code SealedStream::fill() noexcept {
+  if (in_r_ > 0) {  // the opened plaintext before in_r_ is all taken
+    std::memmove(in_.get(), in_.get() + in_r_, in_w_ - in_r_);
+    in_w_ -= in_r_;
+    in_r_ = plain_ = plain_end_ = 0;
+  }
+  for (;;) {
+    const ssize_t n = ::recv(fd_, in_.get() + in_w_, kInBuffer - in_w_, MSG_DONTWAIT);
+    if (n > 0) {
+      in_w_ += static_cast<size_t>(n);
+      received_ += static_cast<uint64_t>(n);
+      return {};
+    }
+    if (n == 0) {
+      eof_ = true;
+      return {};
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return errc(EAGAIN);
+    return errc(errno == EPIPE ? ECONNRESET : errno);
+  }
+}
+
+std::error_code SealedStream::recv_nowait(void *buf, size_t len, size_t &got) noexcept {
+  got = 0;
+  if (failed_) return failed_;
+  auto *dst = static_cast<uint8_t *>(buf);
+  for (;;) {
+    if (plain_ < plain_end_) {
+      const size_t take = std::min(len - got, plain_end_ - plain_);
+      std::memcpy(dst + got, in_.get() + plain_, take);
+      plain_ += take;
+      got += take;
+      if (got == len) return {};
+    }
+    const size_t raw = in_w_ - in_r_;
+    if (lane_ < 0) {
+      if (raw >= 4) {
+        const uint32_t lane = get_le32(in_.get() + in_r_);
+        if (lane >= max_lanes_) return refuse("its lane number is not one of the session's");
+        if (!start_ciphers(lane)) return refuse("its keys could not be made");
+        in_r_ += 4;
+        plain_ = plain_end_ = in_r_;
+        continue;
+      }
+    } else if (raw >= kSealedHeader) {
+      const uint32_t n = get_le32(in_.get() + in_r_);
+      if (n == 0 || n > kMaxSealedFrame) return refuse("a frame of an impossible length came");
+      const size_t total = kSealedHeader + n + kSealedTag;
+      if (raw >= total) {
+        if (!recv_->open(in_.get() + in_r_, total))
+          return refuse(
+              "a frame did not authenticate (another key, replayed, reordered, dropped or "
+              "altered)");
+        plain_ = in_r_ + kSealedHeader;
+        plain_end_ = plain_ + n;
+        in_r_ += total;
+        continue;
+      }
+    }
+    if (eof_) return got > 0 ? std::error_code{} : errc(ECONNRESET);
+    if (got > 0 && plain_ < plain_end_) return {};
+    const std::error_code ec = fill();
+    if (ec.value() == EAGAIN) return {};
+    if (ec) return got > 0 ? std::error_code{} : ec;
+  }
+}
+
+std::error_code SealedStream::send_nowait(iovec *&iov, int &n) noexcept {
+  if (failed_) return failed_;
+  for (;;) {
+    if (out_len_ == 0) {
+      while (n > 0 && iov[0].iov_len == 0) advance(iov, n, 0);
+      if (n == 0) return {};
+      size_t len = 0;
+      for (int i = 0; i < n && len < kMaxSealedFrame; ++i)
+        len += std::min(iov[i].iov_len, kMaxSealedFrame - len);
+      size_t off = 0;
+      if (prefix_due_) {
+        put_le32(out_.get(), static_cast<uint32_t>(lane_));
+        off = 4;
+      }
+      if (!send_->seal(iov, n, len, out_.get() + off)) {
+        failed_ = errc(EPROTO);
+        RPMEM_LOG_ERR("sealed lane %lld: sealing failed", static_cast<long long>(lane_));
+        return failed_;
+      }
+      out_len_ = off + kSealedHeader + len + kSealedTag;
+      out_sent_ = 0;
+      out_plain_ = len;
+    }
+    // Frames after this one: corked until the last of the message.
+    size_t total = 0;
+    for (int i = 0; i < n; ++i) total += iov[i].iov_len;
+    const int more = total > out_plain_ ? MSG_MORE : 0;
+    const ssize_t w = ::send(fd_, out_.get() + out_sent_, out_len_ - out_sent_,
+                             MSG_NOSIGNAL | MSG_DONTWAIT | more);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
+      return errc(errno == EPIPE ? ECONNRESET : errno);
+    }
+    out_sent_ += static_cast<size_t>(w);
+    if (out_sent_ < out_len_) continue;
+    prefix_due_ = false;
+    out_len_ = 0;
+    advance(iov, n, out_plain_);
+  }
+}
+
+}  // namespace rpmem::transport::tcp

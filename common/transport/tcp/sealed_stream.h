@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Sealed data lanes: every message a lane sends is one AES-128-GCM frame
+// under a key of that lane and direction, instead of TLS records.
+//
+// Keys. Both ends hold a 32-byte lane master: in service mode exported
+// from the control channel's TLS session (SSL_export_keying_material,
+// kSealExporterLabel, the session's lane secret as context); in ssh mode
+// a random key the daemon sends over the ssh channel. Lane L's key for
+// each direction is HKDF-SHA256(master, "rpmem sealed lane" | L | dir).
+// No secret crosses a lane in clear: its hello is sealed too.
+//
+// Frames. u32 length N (little endian, 1..kMaxSealedFrame), N bytes of
+// ciphertext, a 16-byte tag; the length is the associated data. The nonce
+// is the frame's number under its key (4 zero bytes, then 64 bits, big
+// endian), never sent: a replayed, reordered, dropped or altered frame
+// does not authenticate, and the first that does not ends the lane.
+// Before a key has sealed kSealRotateFrames frames or kSealRotateBytes
+// bytes, both ends move to the next one, HKDF-SHA256(key, "next"), on
+// their own count; the old key is erased.
+//
+// The client starts its connection with its lane number (u32, clear), so
+// that the target knows which key opens the hello.
+#ifndef RPMEM_COMMON_TRANSPORT_TCP_SEALED_STREAM_H
+#define RPMEM_COMMON_TRANSPORT_TCP_SEALED_STREAM_H
+
+#include "common/transport/tcp/byte_stream.h"
+#include "common/transport/transport.h"
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
+
+namespace rpmem::transport::tcp {
+
+inline constexpr const char *kSealExporterLabel = "EXPORTER-rpmem-sealed-lanes";
+inline constexpr size_t kSealMasterSize = 32;
+using SealMaster = std::array<uint8_t, kSealMasterSize>;
+
+inline constexpr size_t kSealedHeader = 4;
+inline constexpr size_t kSealedTag = 16;
+// Plaintext bytes in one frame at most: a 1 MiB persist is 16 frames.
+inline constexpr size_t kMaxSealedFrame = 64 * 1024;
+// Far below AES-GCM's limits for one key (2^32 frames of up to 2^16 bytes
+// cover 2^36 blocks at most; these thresholds cap it at 2^32 blocks).
+inline constexpr uint64_t kSealRotateFrames = uint64_t{1} << 32;
+inline constexpr uint64_t kSealRotateBytes = uint64_t{64} << 30;
+
+enum class SealDirection : uint8_t { kToTarget = 1, kToClient = 2 };
+
+using SealKey = std::array<uint8_t, 16>;
+// Lane `lane`'s first key for `dir`. False when OpenSSL fails.
+bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir,
+                     SealKey &out) noexcept;
+
+// One direction's key and frame count: seals or opens frames in order.
+class FrameCipher {
+ public:
+  FrameCipher(const SealKey &key, bool seal, uint64_t rotate_frames = kSealRotateFrames,
+              uint64_t rotate_bytes = kSealRotateBytes) noexcept;
+  ~FrameCipher();
+  FrameCipher(const FrameCipher &) = delete;
+  FrameCipher &operator=(const FrameCipher &) = delete;
+
+  bool ok() const noexcept { return ctx_ != nullptr; }
+  // Seals the `len` bytes of iov[0..n) (len <= kMaxSealedFrame) into
+  // `out`: header, ciphertext, tag (len + kSealedHeader + kSealedTag bytes).
+  // The plaintext is read from the iovecs once, as it is encrypted.
+  bool seal(const iovec *iov, int n, size_t len, uint8_t *out) noexcept;
+  // Opens the whole frame at `frame` (header, ciphertext, tag) in place:
+  // the plaintext replaces the ciphertext. False when it does not
+  // authenticate; the cipher is then of no further use.
+  bool open(uint8_t *frame, size_t len) noexcept;
+  uint64_t frames() const noexcept { return frames_total_; }
+  unsigned rotations() const noexcept { return rotations_; }
+
+ private:
+  bool set_key() noexcept;
+  void count(size_t len) noexcept;
+
+  EVP_CIPHER_CTX *ctx_;
+  SealKey key_;
+  const bool seal_;
+  const uint64_t rotate_frames_;
+  const uint64_t rotate_bytes_;
+  uint64_t frames_ = 0;  // under the current key: the next nonce
+  uint64_t bytes_ = 0;
+  uint64_t frames_total_ = 0;
+  unsigned rotations_ = 0;
+};
+
+// What a lane's keys are made from, and when they rotate.
+using SealKeys = LaneSeal;
+static_assert(LaneSeal{}.rotate_frames == kSealRotateFrames &&
+              LaneSeal{}.rotate_bytes == kSealRotateBytes);
+
+// A connected, non-blocking socket carrying sealed frames; owns it.
+class SealedStream final : public ByteStream {
+ public:
+  // Client side of lane `lane`: sends the lane number before its first frame.
+  static std::unique_ptr<SealedStream> client(int fd, const SealKeys &keys, uint32_t lane);
+  // Target side: reads the lane number (below `max_lanes`) first.
+  static std::unique_ptr<SealedStream> target(int fd, const SealKeys &keys, uint32_t max_lanes);
+  ~SealedStream() override;
+  SealedStream(const SealedStream &) = delete;
+  SealedStream &operator=(const SealedStream &) = delete;
+
+  int fd() const noexcept override { return fd_; }
+  // Authenticated plaintext only. EOF is ECONNRESET (in the middle of a
+  // frame too); a frame that does not authenticate, a bad length or a
+  // lane number out of range is EPROTO, logged once, and for good.
+  std::error_code recv_nowait(void *buf, size_t len, size_t &got) noexcept override;
+  // Seals up to kMaxSealedFrame bytes of the iovecs at a time into the
+  // send buffer and sends it; the iovecs advance only past frames the
+  // socket took whole, so a call retried with the same iovecs goes on.
+  std::error_code send_nowait(iovec *&iov, int &n) noexcept override;
+  bool has_buffered_input() const noexcept override;
+
+  // The lane number: the client's own, or the one the target read (-1:
+  // not yet).
+  int64_t lane() const noexcept { return lane_; }
+  // Bytes taken from the socket so far.
+  uint64_t bytes_received() const noexcept { return received_; }
+  // Bytes that make the client's hello (lane number, one frame of `len`).
+  static size_t first_message_size(size_t len) noexcept {
+    return 4 + kSealedHeader + len + kSealedTag;
+  }
+
+ private:
+  SealedStream(int fd, const SealKeys &keys, bool client, uint32_t lane_or_max);
+  bool start_ciphers(uint32_t lane) noexcept;
+  std::error_code refuse(const char *why) noexcept;
+  std::error_code fill() noexcept;
+
+  const int fd_;
+  const SealKeys keys_;
+  const bool client_;
+  const uint32_t max_lanes_;
+  int64_t lane_ = -1;
+  std::unique_ptr<FrameCipher> send_;
+  std::unique_ptr<FrameCipher> recv_;
+  std::error_code failed_;  // for good
+  // Send side: one sealed frame (preceded once by the lane number) and how
+  // much of it the socket took.
+  std::unique_ptr<uint8_t[]> out_;
+  size_t out_len_ = 0;
+  size_t out_sent_ = 0;
+  size_t out_plain_ = 0;  // its plaintext bytes: the iovecs advance by them when it is sent
+  bool prefix_due_;
+  // Receive side: frames as they come; [plain_, plain_end_) is opened
+  // plaintext not yet taken, [in_r_, in_w_) raw bytes after it.
+  std::unique_ptr<uint8_t[]> in_;
+  size_t plain_ = 0, plain_end_ = 0, in_r_ = 0, in_w_ = 0;
+  bool eof_ = false;
+  uint64_t received_ = 0;
+};
+
+}  // namespace rpmem::transport::tcp
+
+#endif  // RPMEM_COMMON_TRANSPORT_TCP_SEALED_STREAM_H

@@ -1,0 +1,288 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Tests of sealed lanes over AF_UNIX socketpairs: what goes through, and
+// each refusal -- another key, a replayed, reordered, altered or truncated
+// frame, a lane number out of range -- with no unauthenticated byte given
+// to the reader.
+#include "common/transport/tcp/sealed_stream.h"
+
+#include "common/transport/tcp/tls_stream.h"
+
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace rpmem::transport::tcp {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+SealKeys keys_of(uint8_t seed) {
+  SealKeys k;
+  k.on = true;
+  for (size_t i = 0; i < k.master.size(); ++i) k.master[i] = static_cast<uint8_t>(seed + i * 7);
+  return k;
+}
+
+void pair(int (&fds)[2]) {
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds), 0);
+}
+
+std::error_code send_msg(ByteStream &s, const std::string &text) {
+  iovec iov{const_cast<char *>(text.data()), text.size()};
+  return stream_send_all(s, &iov, 1, 1000);
+}
+
+// What lane `lane`'s client puts on the wire for `messages`: its lane
+// number, then one frame each.
+Bytes wire_of(const SealKeys &keys, uint32_t lane, const std::vector<std::string> &messages) {
+  int fds[2];
+  pair(fds);
+  auto c = SealedStream::client(fds[0], keys, lane);
+  for (const auto &m : messages) EXPECT_FALSE(send_msg(*c, m));
+  Bytes out(1 << 20);
+  const ssize_t n = ::recv(fds[1], out.data(), out.size(), 0);
+  ::close(fds[1]);
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+// The frames of a wire capture (after the lane number).
+std::vector<Bytes> frames_of(const Bytes &wire) {
+  std::vector<Bytes> frames;
+  for (size_t at = 4; at + kSealedHeader <= wire.size();) {
+    const uint32_t n = wire[at] | wire[at + 1] << 8 | wire[at + 2] << 16 | wire[at + 3] << 24;
+    const size_t total = kSealedHeader + n + kSealedTag;
+    frames.emplace_back(wire.begin() + at, wire.begin() + at + total);
+    at += total;
+  }
+  return frames;
+}
+
+// Feeds `bytes` to a target stream (max 8 lanes), then closes the sending
+// end; returns what one read for `want` bytes says and takes.
+struct Read {
+  std::error_code ec;
+  std::string got;
+};
+std::vector<Read> target_reads(const SealKeys &keys, const Bytes &bytes,
+                               const std::vector<size_t> &wants) {
+  int fds[2];
+  pair(fds);
+  EXPECT_EQ(::send(fds[0], bytes.data(), bytes.size(), 0), static_cast<ssize_t>(bytes.size()));
+  ::close(fds[0]);
+  auto t = SealedStream::target(fds[1], keys, 8);
+  std::vector<Read> reads;
+  for (size_t want : wants) {
+    std::string buf(want, '\0');
+    Read r;
+    r.ec = stream_recv_all(*t, buf.data(), want, 1000);
+    r.got = r.ec ? std::string() : buf;
+    reads.push_back(r);
+  }
+  return reads;
+}
+
+Bytes cat(std::initializer_list<Bytes> parts) {
+  Bytes out;
+  for (const auto &p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+Bytes prefix(uint32_t lane) {
+  return {static_cast<uint8_t>(lane), static_cast<uint8_t>(lane >> 8),
+          static_cast<uint8_t>(lane >> 16), static_cast<uint8_t>(lane >> 24)};
+}
+
+const std::error_code kRefused{EPROTO, std::generic_category()};
+const std::error_code kReset{ECONNRESET, std::generic_category()};
+
+TEST(SealedStream, MessagesGoBothWaysAndTheTargetLearnsTheLane) {
+  int fds[2];
+  pair(fds);
+  const SealKeys keys = keys_of(1);
+  auto c = SealedStream::client(fds[0], keys, 3);
+  auto t = SealedStream::target(fds[1], keys, 8);
+  std::string a = "header..", b = "and its payload";
+  iovec iov[2] = {{a.data(), a.size()}, {b.data(), b.size()}};
+  ASSERT_FALSE(stream_send_all(*c, iov, 2, 1000));
+  std::string got(a.size() + b.size(), '\0');
+  ASSERT_FALSE(stream_recv_all(*t, got.data(), got.size(), 1000));
+  EXPECT_EQ(got, a + b);
+  EXPECT_EQ(t->lane(), 3);
+  ASSERT_FALSE(send_msg(*t, "a reply"));
+  std::string reply(7, '\0');
+  ASSERT_FALSE(stream_recv_all(*c, reply.data(), reply.size(), 1000));
+  EXPECT_EQ(reply, "a reply");
+}
+
+TEST(SealedStream, NoPlaintextOnTheWire) {
+  const std::string secret = "the lane secret and the pool's bytes";
+  const Bytes wire = wire_of(keys_of(1), 0, {secret});
+  ASSERT_EQ(wire.size(), 4 + kSealedHeader + secret.size() + kSealedTag);
+  const std::string on_wire(wire.begin(), wire.end());
+  EXPECT_EQ(on_wire.find("secret"), std::string::npos);
+}
+
+TEST(SealedStream, ALargeMessageCrossesInFramesWhole) {
+  int fds[2];
+  pair(fds);
+  const SealKeys keys = keys_of(2);
+  auto c = SealedStream::client(fds[0], keys, 0);
+  auto t = SealedStream::target(fds[1], keys, 1);
+  std::string big((1 << 20) + 17, '\0');
+  std::mt19937 rng(5);
+  for (auto &ch : big) ch = static_cast<char>(rng());
+  std::thread sender([&] { EXPECT_FALSE(send_msg(*c, big)); });
+  std::string got(big.size(), '\0');
+  EXPECT_FALSE(stream_recv_all(*t, got.data(), got.size(), 5000));
+  sender.join();
+  EXPECT_TRUE(got == big);
+}
+
+TEST(SealedStream, TheSameBytesTwiceSealDifferently) {
+  const Bytes wire = wire_of(keys_of(1), 0, {"same bytes", "same bytes"});
+  const auto frames = frames_of(wire);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_NE(frames[0], frames[1]) << "each frame has a nonce of its own";
+}
+
+TEST(SealedStream, AnotherKeyIsRefused) {
+  const Bytes wire = wire_of(keys_of(1), 0, {"hello"});
+  const auto reads = target_reads(keys_of(9), wire, {5});
+  EXPECT_EQ(reads[0].ec, kRefused);
+}
+
+TEST(SealedStream, AFlippedBitIsRefusedAndNothingOfTheFrameIsRead) {
+  Bytes wire = wire_of(keys_of(1), 0, {"hello"});
+  wire[4 + kSealedHeader + 1] ^= 0x10;  // in the ciphertext
+  EXPECT_EQ(target_reads(keys_of(1), wire, {1})[0].ec, kRefused);
+  wire = wire_of(keys_of(1), 0, {"hello"});
+  wire.back() ^= 1;  // in the tag
+  EXPECT_EQ(target_reads(keys_of(1), wire, {1})[0].ec, kRefused);
+}
+
+TEST(SealedStream, AnAlteredLengthIsRefused) {
+  Bytes wire = wire_of(keys_of(1), 0, {"hello", "world"});
+  wire[4] = 4;  // the first frame's length: 4, not 5
+  EXPECT_EQ(target_reads(keys_of(1), wire, {1})[0].ec, kRefused);
+  wire = wire_of(keys_of(1), 0, {"hello"});
+  wire[4 + 2] = 0x7f;  // more than a frame can hold
+  EXPECT_EQ(target_reads(keys_of(1), wire, {1})[0].ec, kRefused);
+}
+
+TEST(SealedStream, AReplayedFrameIsRefused) {
+  const Bytes wire = wire_of(keys_of(1), 0, {"first", "second"});
+  const auto f = frames_of(wire);
+  ASSERT_EQ(f.size(), 2u);
+  const auto reads = target_reads(keys_of(1), cat({prefix(0), f[0], f[0]}), {5, 5});
+  EXPECT_FALSE(reads[0].ec);
+  EXPECT_EQ(reads[0].got, "first");
+  EXPECT_EQ(reads[1].ec, kRefused) << "the same frame again";
+}
+
+TEST(SealedStream, ReorderedFramesAreRefused) {
+  const auto f = frames_of(wire_of(keys_of(1), 0, {"first", "second"}));
+  ASSERT_EQ(f.size(), 2u);
+  const auto reads = target_reads(keys_of(1), cat({prefix(0), f[1], f[0]}), {6});
+  EXPECT_EQ(reads[0].ec, kRefused);
+}
+
+TEST(SealedStream, ADroppedFrameIsRefused) {
+  const auto f = frames_of(wire_of(keys_of(1), 0, {"first", "second", "third"}));
+  ASSERT_EQ(f.size(), 3u);
+  const auto reads = target_reads(keys_of(1), cat({prefix(0), f[0], f[2]}), {5, 5});
+  EXPECT_FALSE(reads[0].ec);
+  EXPECT_EQ(reads[1].ec, kRefused);
+}
+
+TEST(SealedStream, ATruncatedFrameIsAResetNotData) {
+  Bytes wire = wire_of(keys_of(1), 0, {"hello"});
+  wire.pop_back();
+  const auto reads = target_reads(keys_of(1), wire, {1});
+  EXPECT_EQ(reads[0].ec, kReset);
+  EXPECT_TRUE(reads[0].got.empty());
+}
+
+TEST(SealedStream, AFrameOfAnotherLaneIsRefused) {
+  Bytes wire = wire_of(keys_of(1), 2, {"hello"});
+  wire[0] = 1;  // claims lane 1: lane 1's key does not open it
+  EXPECT_EQ(target_reads(keys_of(1), wire, {5})[0].ec, kRefused);
+  wire[0] = 8;  // not a lane of the session (8 granted: 0..7)
+  EXPECT_EQ(target_reads(keys_of(1), wire, {5})[0].ec, kRefused);
+}
+
+TEST(SealedStream, TheDirectionsHaveKeysOfTheirOwn) {
+  // A client's frame sent back to it as if from the target.
+  const Bytes wire = wire_of(keys_of(1), 0, {"hello"});
+  int fds[2];
+  pair(fds);
+  auto c = SealedStream::client(fds[0], keys_of(1), 0);
+  const Bytes frame(wire.begin() + 4, wire.end());
+  ASSERT_EQ(::send(fds[1], frame.data(), frame.size(), 0), static_cast<ssize_t>(frame.size()));
+  char b[5];
+  EXPECT_EQ(stream_recv_all(*c, b, sizeof(b), 1000), kRefused);
+  ::close(fds[1]);
+}
+
+TEST(SealedStream, AfterARefusalEveryCallFails) {
+  int fds[2];
+  pair(fds);
+  Bytes wire = wire_of(keys_of(1), 0, {"hello"});
+  wire.back() ^= 1;
+  ASSERT_EQ(::send(fds[0], wire.data(), wire.size(), 0), static_cast<ssize_t>(wire.size()));
+  auto t = SealedStream::target(fds[1], keys_of(1), 8);
+  char b[5];
+  size_t got = 0;
+  EXPECT_EQ(t->recv_nowait(b, sizeof(b), got), kRefused);
+  EXPECT_EQ(t->recv_nowait(b, sizeof(b), got), kRefused);
+  EXPECT_EQ(send_msg(*t, "x"), kRefused);
+  ::close(fds[0]);
+}
+
+TEST(SealedStream, KeysRotateInStepOnBothSidesAndDoChange) {
+  SealKeys keys = keys_of(3);
+  keys.rotate_frames = 2;
+  std::vector<std::string> messages;
+  for (int i = 0; i < 7; ++i) messages.push_back("message " + std::to_string(i));
+  const Bytes wire = wire_of(keys, 0, messages);
+  const std::vector<size_t> wants(messages.size(), messages[0].size());
+  for (const auto &r : target_reads(keys, wire, wants)) EXPECT_FALSE(r.ec);
+  // A side that rotates on another count fails at the first frame under
+  // a new key: the keys do change.
+  SealKeys late = keys;
+  late.rotate_frames = 3;
+  const auto reads = target_reads(late, wire, wants);
+  EXPECT_FALSE(reads[0].ec);
+  EXPECT_FALSE(reads[1].ec);
+  EXPECT_EQ(reads[2].ec, kRefused);
+  // And by bytes.
+  keys.rotate_frames = kSealRotateFrames;
+  keys.rotate_bytes = 20;
+  const Bytes by_bytes = wire_of(keys, 0, messages);
+  for (const auto &r : target_reads(keys, by_bytes, wants)) EXPECT_FALSE(r.ec);
+  // 9 bytes a message: the key changes after the third.
+  const auto unrotated = target_reads(keys_of(3), by_bytes, wants);
+  EXPECT_FALSE(unrotated[2].ec);
+  EXPECT_EQ(unrotated[3].ec, kRefused);
+}
+
+TEST(FrameCipher, CountsItsRotations) {
+  SealKey key{};
+  FrameCipher c(key, true, 2, kSealRotateBytes);
+  uint8_t out[64];
+  char p[] = "abc";
+  iovec iov{p, 3};
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(c.seal(&iov, 1, 3, out));
+  EXPECT_EQ(c.frames(), 5u);
+  EXPECT_EQ(c.rotations(), 2u);
+}
+
+}  // namespace
+}  // namespace rpmem::transport::tcp
