@@ -50,11 +50,12 @@ if [ $quick -eq 0 ]; then
   part "$top/scripts/test-powercut.sh" "$top/build-dev"  # power cuts of a VM target, tcp and verbs
   part "$top/tests/packaging/test-packages.sh" "$top/build-pkg"
   # Under the sanitizers the integration suite runs once, with cleartext
-  # lanes (its TLS-lane tests, tls_lanes_test.cc and the service's, are in
-  # it); the whole suite over TLS lanes (-L tls-lanes) runs in the dev build.
-  CTEST_ARGS="-LE tls-lanes" ASAN_OPTIONS=detect_leaks=1 run_suite asan \
+  # lanes (its TLS- and sealed-lane tests, tls_lanes_test.cc and the
+  # service's, are in it); the whole suite over TLS lanes (-L tls-lanes) and
+  # over sealed lanes (-L sealed-lanes) runs in the dev build.
+  CTEST_ARGS="-LE tls-lanes|sealed-lanes" ASAN_OPTIONS=detect_leaks=1 run_suite asan \
     -DCMAKE_BUILD_TYPE=Debug "-DRPMEM_SANITIZE=address,undefined"
-  CTEST_ARGS="-LE tls-lanes" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+  CTEST_ARGS="-LE tls-lanes|sealed-lanes" TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     run_suite tsan -DCMAKE_BUILD_TYPE=Debug -DRPMEM_SANITIZE=thread
   part "$top/scripts/fuzz.sh" "${RPMEM_FUZZ_SECONDS:-20}"
 fi
