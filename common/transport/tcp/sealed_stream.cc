@@ -246,6 +246,7 @@ std::error_code SealedStream::fill() noexcept {
   for (;;) {
     const ssize_t n = ::recv(fd_, in_.get() + in_w_, kInBuffer - in_w_, MSG_DONTWAIT);
     if (n > 0) {
+      drained_ = static_cast<size_t>(n) < kInBuffer - in_w_;
       in_w_ += static_cast<size_t>(n);
       received_ += static_cast<uint64_t>(n);
       return {};
@@ -298,7 +299,10 @@ std::error_code SealedStream::recv_nowait(void *buf, size_t len, size_t &got) no
       }
     }
     if (eof_) return got > 0 ? std::error_code{} : errc(ECONNRESET);
-    if (got > 0 && plain_ < plain_end_) return {};
+    // What the socket had is all here: another receive would find it
+    // empty (one system call more per message); what comes later makes
+    // the socket readable.
+    if (got > 0 && drained_) return {};
     const std::error_code ec = fill();
     if (ec.value() == EAGAIN) return {};
     if (ec) return got > 0 ? std::error_code{} : ec;

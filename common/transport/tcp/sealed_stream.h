@@ -154,6 +154,7 @@ class SealedStream final : public ByteStream {
   std::unique_ptr<uint8_t[]> in_;
   size_t plain_ = 0, plain_end_ = 0, in_r_ = 0, in_w_ = 0;
   bool eof_ = false;
+  bool drained_ = false;  // the last receive took less than it had room for
   uint64_t received_ = 0;
 };
 
