@@ -27,6 +27,9 @@ enum class Op {
                     // waiting as rpmem's TCP transport waits (spin, then poll)
   kRawRrBlock,      // the same, both sides blocking in recv
   kRawStream,       // TCP: one stream written in `size`-byte pieces
+  kRawSeal,         // AES-128-GCM in this process: seal `size` bytes in frames of
+                    // at most 64 KiB, as sealed lanes do, and open them again
+                    // (--data-tls): what one message costs each way in CPU
   kRawDsync,        // durable writes: pwrite(`size` bytes) on an O_DSYNC file in
                     // --raw-disk DIR, one writer per lane, at the offsets of the
                     // rpmem cases in a file allocated as rpmemd allocates parts

@@ -112,6 +112,7 @@ std::vector<Case> plan(const Options &opt) {
         cases.push_back({Op::kRawRrBlock, size, lanes});
         cases.push_back({Op::kRawStream, size, lanes});
         if (!opt.raw_disk.empty()) cases.push_back({Op::kRawDsync, size, lanes});
+        if (opt.data_tls) cases.push_back({Op::kRawSeal, size, lanes});
       }
       if (opt.rpmem) {
         for (Op op : opt.ops) cases.push_back({op, size, lanes});
@@ -154,6 +155,7 @@ int run(int argc, char **argv) {
   if (opt.raw && !opt.raw_disk.empty())
     disk = std::make_unique<RawDisk>(opt.raw_disk, opt.pool_size);
   std::unique_ptr<RemotePool> pool, wide, tls, sealed;
+  RawSeal seal;
   LibraryLog liblog;
   if (opt.rpmem && opt.data_tls) liblog.start();  // before librpmem's first call
   if (opt.rpmem) {
@@ -197,7 +199,15 @@ int run(int argc, char **argv) {
       if (!runs[i].empty() && runs[i].back().error) continue;
       RunSamples s;
       std::string why;
-      if (c.op == Op::kRawDsync) {
+      if (c.op == Op::kRawSeal) {
+        Workload w = seal.workload(c.size, c.lanes, why);
+        if (w.op) {
+          s = run_lanes(opt, c.lanes, w, case_label(c, rep, opt.repeat));
+        } else {
+          s.error = EINVAL;
+          s.error_text = why;
+        }
+      } else if (c.op == Op::kRawDsync) {
         Workload w = disk->workload(c.size, c.lanes, why);
         if (w.op) {
           s = run_lanes(opt, c.lanes, w, case_label(c, rep, opt.repeat));

@@ -54,7 +54,9 @@ What to measure:
                           --pool-size) with RPMEM_DATA_TLS=1, and measure
                           persist and read on it (persist-tls, read-tls,
                           compared with cleartext persist and read); says
-                          which TLS record layer ran (kernel or user space)
+                          which TLS record layer ran (kernel or user space);
+                          and raw-seal: AES-128-GCM seal and open of SIZE
+                          bytes in 64 KiB frames, in this process
       --tls-pool-set NAME its pool set (default bench-tls.set)
                           and a fourth (--sealed-pool-set) with sealed lanes
                           (RPMEM_DATA_SEAL=1; the third has 0): persist-sealed,

@@ -70,6 +70,23 @@ class RawDisk {
   std::vector<std::unique_ptr<uint8_t[]>> bufs_;
 };
 
+// This machine's AES-GCM as sealed lanes use it (Op::kRawSeal): per lane,
+// contexts kept with their key schedules, each frame only a new nonce;
+// one call seals a message of `size` bytes in frames of at most 64 KiB into
+// a buffer, then opens them in place and checks their tags.
+class RawSeal {
+ public:
+  RawSeal();
+  ~RawSeal();
+  RawSeal(const RawSeal &) = delete;
+  RawSeal &operator=(const RawSeal &) = delete;
+  Workload workload(size_t size, unsigned lanes, std::string &why);
+
+ private:
+  struct Lane;
+  std::vector<std::unique_ptr<Lane>> lanes_;
+};
+
 }  // namespace rpmem_bench
 
 #endif  // RPMEM_TOOLS_RPMEM_BENCH_RAW_H

@@ -270,6 +270,8 @@ const char *op_name(Op op) {
       return "raw-rr-block";
     case Op::kRawStream:
       return "raw-stream";
+    case Op::kRawSeal:
+      return "raw-seal";
     case Op::kRawDsync:
       return "raw-dsync";
   }
@@ -277,7 +279,8 @@ const char *op_name(Op op) {
 }
 
 bool is_raw(Op op) {
-  return op == Op::kRawRr || op == Op::kRawRrBlock || op == Op::kRawStream || op == Op::kRawDsync;
+  return op == Op::kRawRr || op == Op::kRawRrBlock || op == Op::kRawStream || op == Op::kRawDsync ||
+         op == Op::kRawSeal;
 }
 
 Result summarize(const Case &c, std::vector<RunSamples> &runs) {
