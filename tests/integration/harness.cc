@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 namespace rpmem_test {
@@ -126,6 +127,10 @@ std::string Target::log_text() const {
   return ss.str();
 }
 
+bool Target::log_shows(const std::string &what) const {
+  return file_shows(dir_ + "/rpmemd.log", what);
+}
+
 pid_t Target::rpmemd_pid() const {
   std::ifstream in(pid_file());
   pid_t pid = 0;
@@ -191,6 +196,18 @@ bool in_ram(const std::string &dir) {
 }
 
 bool file_exists(const std::string &path) { return ::access(path.c_str(), F_OK) == 0; }
+
+bool file_shows(const std::string &path, const std::string &what, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    const auto bytes = read_file(path);
+    if (std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()).find(what) !=
+        std::string_view::npos)
+      return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
 
 ::testing::AssertionResult same_bytes(const uint8_t *a, const uint8_t *b, size_t off, size_t len) {
   for (size_t i = off; i < off + len; ++i) {

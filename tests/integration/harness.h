@@ -48,6 +48,8 @@ class Target {
                      const std::string &options = "");
   std::string part_path(const std::string &file) const { return dir_ + "/" + file; }
   std::string log_text() const;
+  // Waits until the daemon's log holds `what` (see file_shows).
+  bool log_shows(const std::string &what) const;
 
   // pid of the rpmemd serving the last create/open (from pid_file()).
   pid_t rpmemd_pid() const;
@@ -86,6 +88,11 @@ std::vector<uint8_t> read_file(const std::string &path);
 // What `cmd` (run by sh) prints on stdout; its wait status in *status.
 std::string command_output(const std::string &cmd, int *status = nullptr);
 bool file_exists(const std::string &path);
+// Waits, at most `limit`, until the file at `path` holds `what`. A daemon
+// writes its log line about a refusal after the peer has seen the refusal:
+// a test that reads the log at once races the daemon.
+bool file_shows(const std::string &path, const std::string &what,
+                std::chrono::milliseconds limit = std::chrono::seconds(5));
 // True when `dir` is on tmpfs or ramfs: rpmemd keeps its pools in RAM there.
 bool in_ram(const std::string &dir);
 void set_env(const char *name, const std::string &value);

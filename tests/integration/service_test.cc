@@ -142,6 +142,10 @@ class Service : public ::testing::Test {
     auto b = read_file(target_.dir() + "/service.log");
     return {b.begin(), b.end()};
   }
+  // Waits until the service log holds `what`.
+  bool log_shows(const std::string &what) const {
+    return file_shows(target_.dir() + "/service.log", what);
+  }
 
   bool part_has_byte(uint8_t b) const {
     const auto part = read_file(target_.part_path("alice.part"));
@@ -229,7 +233,7 @@ TEST_F(Service, ServesSeveralClientsAndPoolsAtOnce) {
   LocalPool bobs(kPool, 42);
   auto r = target_.remote_pool({{kPool, "bob.part"}}, false);
   EXPECT_TRUE(same_bytes(r.data(), bobs.data(), 0, kPool));
-  EXPECT_NE(log().find("'bob' authenticated"), std::string::npos) << log();
+  EXPECT_TRUE(log_shows("'bob' authenticated")) << log();
 }
 
 // Sealed data lanes in service mode: keyed from the control channel's TLS
@@ -257,11 +261,11 @@ TEST_F(Service, SealedLanesTakeTheirKeysFromTheControlChannel) {
     ::unsetenv("RPMEM_DATA_TLS");
   auto r = target_.remote_pool({{kPool, "alice.part"}}, false);
   EXPECT_TRUE(same_bytes(r.data(), local.data(), 0, kPool));
-  EXPECT_NE(log().find("data lanes: sealed, AES-128-GCM (keys from the control channel's TLS "
-                       "session)"),
-            std::string::npos)
+  EXPECT_TRUE(
+      log_shows("data lanes: sealed, AES-128-GCM (keys from the control channel's TLS "
+                "session)"))
       << log();
-  EXPECT_NE(log().find(" (sealed)\n"), std::string::npos) << log();
+  EXPECT_TRUE(log_shows(" (sealed)\n")) << log();
 }
 
 // TLS data lanes in service mode: each lane must present the certificate
@@ -346,7 +350,7 @@ TEST_F(Service, ClientWithoutCertificateIsRefused) {
   EXPECT_NE(std::string(rpmem_errormsg()).find("out-of-band connection failed"), std::string::npos)
       << rpmem_errormsg();
   EXPECT_FALSE(file_exists(target_.part_path("alice.part")));
-  EXPECT_NE(log().find("TLS handshake failed"), std::string::npos) << log();
+  EXPECT_TRUE(log_shows("TLS handshake failed")) << log();
 }
 
 TEST_F(Service, ClientCertificateFromAnotherCaIsRefused) {
@@ -357,7 +361,7 @@ TEST_F(Service, ClientCertificateFromAnotherCaIsRefused) {
   EXPECT_EQ(create("p.set", local, nl), nullptr);
   EXPECT_EQ(errno, ECONNRESET) << rpmem_errormsg();
   EXPECT_FALSE(file_exists(target_.part_path("mallory.part")));
-  EXPECT_NE(log().find("TLS handshake failed"), std::string::npos) << log();
+  EXPECT_TRUE(log_shows("TLS handshake failed")) << log();
 }
 
 TEST_F(Service, ServiceCertificateFromAnotherCaIsRefusedByTheClient) {
@@ -439,7 +443,7 @@ TEST_F(Service, SigtermDuringTrafficLosesNoAcknowledgedByte) {
   ASSERT_EQ(::waitpid(daemon_, &status, 0), daemon_);
   daemon_ = -1;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
-  EXPECT_NE(log().find("making open pools durable"), std::string::npos) << log();
+  EXPECT_TRUE(log_shows("making open pools durable")) << log();
   rpmem_close(rpp);
   auto r = target_.remote_pool({{kPool, "alice.part"}}, false);
   for (unsigned lane = 0; lane < 2; ++lane) {
@@ -654,8 +658,7 @@ TEST_F(ServiceAtSoftLimit, IdleStrangersAndHalfHandshakesDoNotKeepAClientOut) {
   // The service is still there for the next client.
   as("bob");
   real_client("p.set", "bob.part", 6);
-  EXPECT_NE(log().find("the oldest unauthenticated connection, dropped"), std::string::npos)
-      << log();
+  EXPECT_TRUE(log_shows("the oldest unauthenticated connection, dropped")) << log();
 }
 
 TEST_F(ServiceCrowd, ConnectAndCloseOnADataPortLeavesThreadsAndMappingsFlat) {
@@ -790,7 +793,7 @@ TEST_F(ServiceFlood, EightHundredHalfHandshakesAndAChurnFromTheClientsAddressDoN
   start(static_cast<uint16_t>(port_), 800, 200, 1, true);
   served_twenty_times("800 half handshakes + 200 connects/s from 127.0.0.1");
   stop();
-  EXPECT_NE(log().find("the oldest unauthenticated connection, dropped"), std::string::npos);
+  EXPECT_TRUE(log_shows("the oldest unauthenticated connection, dropped"));
 }
 
 TEST_F(ServiceFlood, ConnectsAsFastAsTheyComeFromSeveralThreadsDoNotKeepTheClientOut) {
@@ -863,8 +866,7 @@ TEST_F(ServiceFlood, StrangersOnTheSessionsDataPortDoNotKeepItsLanesOut) {
       << "800 half hellos + 200 connects/s on the data port: both lanes in and a persist each "
          "in p50 "
       << ms[9] << " ms, max " << ms.back() << " ms (20 tries)\n";
-  EXPECT_NE(log().find("the oldest connection in its hello, dropped for a newer one"),
-            std::string::npos);
+  EXPECT_TRUE(log_shows("the oldest connection in its hello, dropped for a newer one"));
 }
 
 TEST_F(ServiceCrowd, DataConnectionFromAnotherAddressIsClosedUnheard) {
@@ -882,7 +884,7 @@ TEST_F(ServiceCrowd, DataConnectionFromAnotherAddressIsClosedUnheard) {
   ::close(fd);
   ASSERT_EQ(rpmem_persist(rpp, 0, kPool, 0, 0), 0) << rpmem_errormsg();
   ASSERT_EQ(rpmem_close(rpp), 0);
-  EXPECT_NE(log().find("not from the session's client address"), std::string::npos) << log();
+  EXPECT_TRUE(log_shows("not from the session's client address")) << log();
 }
 
 class ServiceWithPeerTimeout : public ServiceCrowd {
@@ -936,7 +938,7 @@ TEST_F(ServiceWithPeerTimeout, StoppedClientLosesItsPoolWithinThePeerTimeout) {
   LocalPool theirs(kPool, 33);
   EXPECT_TRUE(same_bytes(back.data(), theirs.data(), 0, kPool));
   EXPECT_EQ(rpmem_close(rpp), 0);
-  EXPECT_NE(log().find("keepalives stopped"), std::string::npos) << log();
+  EXPECT_TRUE(log_shows("keepalives stopped")) << log();
 }
 
 class ServiceWithALaneBudget : public ServiceCrowd {
@@ -961,7 +963,7 @@ TEST_F(ServiceWithALaneBudget, SecondClientAskingFor1024LanesIsRefusedAndTheFirs
   EXPECT_EQ(create("p.set", b, nlb), nullptr);
   EXPECT_EQ(errno, EINVAL);
   EXPECT_STREQ(rpmem_errormsg(), "Invalid number of lanes");
-  EXPECT_NE(log().find("no file descriptors left for lanes"), std::string::npos) << log();
+  EXPECT_TRUE(log_shows("no file descriptors left for lanes")) << log();
   EXPECT_FALSE(file_exists(target_.part_path("bob.part")));
   for (unsigned lane = 0; lane < nla; lane += 97)
     ASSERT_EQ(rpmem_persist(ra, lane * 4096, 4096, lane, 0), 0) << rpmem_errormsg();
@@ -994,7 +996,7 @@ TEST_F(ServiceWithFewLanesPerClient, ACertificateSharesItsLanesAmongItsSessions)
   EXPECT_EQ(create("s2.set", c, nlc), nullptr);
   EXPECT_EQ(errno, EINVAL);
   EXPECT_STREQ(rpmem_errormsg(), "Invalid number of lanes");
-  EXPECT_NE(log().find("max-lanes-per-client"), std::string::npos) << log();
+  EXPECT_TRUE(log_shows("max-lanes-per-client")) << log();
   EXPECT_FALSE(file_exists(target_.part_path("alice-s2.part")));
   // Another certificate has lanes of its own.
   as("bob");
@@ -1054,7 +1056,7 @@ TEST_F(ServiceWithFewSessions, ACertificatePastItsSessionsIsEaccesAndEndedSessio
     EXPECT_EQ(rpmem_close(ra), 0);
     EXPECT_EQ(rpmem_close(rb), 0);
   }
-  EXPECT_NE(log().find("max-sessions-per-client"), std::string::npos) << log();
+  EXPECT_TRUE(log_shows("max-sessions-per-client")) << log();
 }
 
 class ServiceWithManySessions : public ServiceCrowd {
@@ -1310,8 +1312,8 @@ TEST_F(ServiceStatus, BadRequestsGetAnErrorAndTheServiceGoesOn) {
   ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
   EXPECT_EQ(rpmem_persist(rpp, 0, kPool, 0, 0), 0);
   EXPECT_EQ(rpmem_close(rpp), 0);
-  EXPECT_NE(log().find("status request refused: 'bogus'"), std::string::npos) << log();
-  EXPECT_NE(log().find("status connection refused"), std::string::npos) << log();
+  EXPECT_TRUE(log_shows("status request refused: 'bogus'")) << log();
+  EXPECT_TRUE(log_shows("status connection refused")) << log();
 }
 
 TEST_F(ServiceStatus, TellsSystemdItsSessionsInStatus) { expect_status_of_one_session(); }
@@ -1328,7 +1330,7 @@ class ServiceUnderSystemd : public ServiceStatus {
 
 TEST_F(ServiceUnderSystemd, HasItsStatusSocketInTheRuntimeDirectory) {
   EXPECT_EQ(ask(runtime_dir_ + "/status.sock", "status\n").rfind("rpmemd ", 0), 0u) << log();
-  EXPECT_NE(log().find("service: status on " + runtime_dir_ + "/status.sock"), std::string::npos);
+  EXPECT_TRUE(log_shows("service: status on " + runtime_dir_ + "/status.sock"));
 }
 
 // The socket's group (status-group) may ask; any other user may not.

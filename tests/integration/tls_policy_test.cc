@@ -180,13 +180,7 @@ class TlsPolicy : public ::testing::Test {
   }
 
   // Waits until the service log holds `what`.
-  bool wait_log(const std::string &what) {
-    for (int i = 0; i < 500; ++i) {
-      if (log().find(what) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
+  bool wait_log(const std::string &what) const { return file_shows(d_ + "/service.log", what); }
 
   // openssl s_client as alice with extra options; its output.
   std::string s_client(const std::string &options, int *status = nullptr) {
