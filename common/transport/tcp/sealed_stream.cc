@@ -74,10 +74,8 @@ FrameCipher::FrameCipher(const SealKey &key, bool seal, uint64_t rotate_frames,
       rotate_bytes_(std::max<uint64_t>(rotate_bytes, 1)) {
   if (ctx_ &&
       (EVP_CipherInit_ex(ctx_, EVP_aes_128_gcm(), nullptr, nullptr, nullptr, seal_ ? 1 : 0) != 1 ||
-       !set_key())) {
-    EVP_CIPHER_CTX_free(ctx_);
-    ctx_ = nullptr;
-  }
+       !set_key()))
+    disable();
 }
 
 FrameCipher::~FrameCipher() {
@@ -91,6 +89,12 @@ bool FrameCipher::set_key() noexcept {
   return EVP_CipherInit_ex(ctx_, nullptr, nullptr, key_.data(), nullptr, seal_ ? 1 : 0) == 1;
 }
 
+// For good: ok() is false from now on, and every seal or open fails.
+void FrameCipher::disable() noexcept {
+  EVP_CIPHER_CTX_free(ctx_);
+  ctx_ = nullptr;
+}
+
 void FrameCipher::count(size_t len) noexcept {
   ++frames_;
   ++frames_total_;
@@ -99,18 +103,14 @@ void FrameCipher::count(size_t len) noexcept {
   SealKey next;
   if (!hkdf(key_.data(), key_.size(), reinterpret_cast<const uint8_t *>(kNextInfo),
             sizeof(kNextInfo) - 1, next.data(), next.size())) {
-    EVP_CIPHER_CTX_free(ctx_);  // no frame goes out under a worn key
-    ctx_ = nullptr;
+    disable();  // no frame goes out under a worn key
     return;
   }
   key_ = next;
   OPENSSL_cleanse(next.data(), next.size());
   frames_ = bytes_ = 0;
   ++rotations_;
-  if (!set_key()) {
-    EVP_CIPHER_CTX_free(ctx_);
-    ctx_ = nullptr;
-  }
+  if (!set_key()) disable();
 }
 
 namespace {
@@ -128,23 +128,26 @@ bool FrameCipher::seal(const iovec *iov, int n, size_t len, uint8_t *out) noexce
   nonce_of(frames_, iv);
   put_le32(out, static_cast<uint32_t>(len));
   int outl = 0;
-  if (EVP_EncryptInit_ex(ctx_, nullptr, nullptr, nullptr, iv) != 1 ||
-      EVP_EncryptUpdate(ctx_, nullptr, &outl, out, kSealedHeader) != 1)
-    return false;
+  bool ok = EVP_EncryptInit_ex(ctx_, nullptr, nullptr, nullptr, iv) == 1 &&
+            EVP_EncryptUpdate(ctx_, nullptr, &outl, out, kSealedHeader) == 1;
   uint8_t *p = out + kSealedHeader;
   size_t left = len;
-  for (int i = 0; i < n && left > 0; ++i) {
+  for (int i = 0; ok && i < n && left > 0; ++i) {
     const size_t take = std::min(iov[i].iov_len, left);
     if (take == 0) continue;
-    if (EVP_EncryptUpdate(ctx_, p, &outl, static_cast<const uint8_t *>(iov[i].iov_base),
-                          static_cast<int>(take)) != 1)
-      return false;
+    ok = EVP_EncryptUpdate(ctx_, p, &outl, static_cast<const uint8_t *>(iov[i].iov_base),
+                           static_cast<int>(take)) == 1;
     p += outl;
     left -= take;
   }
-  if (left != 0 || EVP_EncryptFinal_ex(ctx_, p, &outl) != 1) return false;
-  p += outl;
-  if (EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_AEAD_GET_TAG, kSealedTag, p) != 1) return false;
+  ok = ok && left == 0 && EVP_EncryptFinal_ex(ctx_, p, &outl) == 1 &&
+       EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_AEAD_GET_TAG, kSealedTag, p + outl) == 1;
+  if (!ok) {
+    // A seal that failed half way has used its nonce: the cipher ends, so
+    // that no other plaintext is ever sealed under it.
+    disable();
+    return false;
+  }
   count(len);
   return true;
 }
@@ -169,8 +172,7 @@ bool FrameCipher::open(uint8_t *frame, size_t len) noexcept {
   }
   if (!ok) {
     OPENSSL_cleanse(p, n);  // no unauthenticated byte is left to read
-    EVP_CIPHER_CTX_free(ctx_);
-    ctx_ = nullptr;
+    disable();
     return false;
   }
   count(n);

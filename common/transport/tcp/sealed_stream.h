@@ -67,7 +67,9 @@ class FrameCipher {
   bool ok() const noexcept { return ctx_ != nullptr; }
   // Seals the `len` bytes of iov[0..n) (len <= kMaxSealedFrame) into
   // `out`: header, ciphertext, tag (len + kSealedHeader + kSealedTag bytes).
-  // The plaintext is read from the iovecs once, as it is encrypted.
+  // The plaintext is read from the iovecs once, as it is encrypted. False
+  // when OpenSSL fails; the cipher is then of no further use (its nonce
+  // may have been used).
   bool seal(const iovec *iov, int n, size_t len, uint8_t *out) noexcept;
   // Opens the whole frame at `frame` (header, ciphertext, tag) in place:
   // the plaintext replaces the ciphertext. False when it does not
@@ -78,6 +80,7 @@ class FrameCipher {
 
  private:
   bool set_key() noexcept;
+  void disable() noexcept;
   void count(size_t len) noexcept;
 
   EVP_CIPHER_CTX *ctx_;
