@@ -13,12 +13,12 @@
 #include "tools/rpmem-bench/raw.h"
 
 #include "common/transport/spin_gauge.h"
+#include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/socket_io.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <openssl/evp.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -302,79 +302,53 @@ Workload RawDisk::workload(size_t size, unsigned lanes, std::string &why) {
   return w;
 }
 
-namespace {
-constexpr size_t kSealFrame = 64 * 1024;
-constexpr int kSealTag = 16;
-}  // namespace
-
+// The sealed lanes' own FrameCipher (common/transport/tcp/sealed_stream.cc,
+// compiled in): the same calls per frame as a lane makes.
 struct RawSeal::Lane {
-  EVP_CIPHER_CTX *seal = EVP_CIPHER_CTX_new();
-  EVP_CIPHER_CTX *open = EVP_CIPHER_CTX_new();
+  explicit Lane(const rpmem::transport::tcp::SealKey &key) : seal(key, true), open(key, false) {}
+  rpmem::transport::tcp::FrameCipher seal, open;
   std::vector<uint8_t> plain, wire;
-  uint64_t nonce = 0;
-  ~Lane() {
-    EVP_CIPHER_CTX_free(seal);
-    EVP_CIPHER_CTX_free(open);
-  }
 };
 
 RawSeal::RawSeal() = default;
 RawSeal::~RawSeal() = default;
 
 Workload RawSeal::workload(size_t size, unsigned lanes, std::string &why) {
+  using rpmem::transport::tcp::kMaxSealedFrame;
+  using rpmem::transport::tcp::kSealedHeader;
+  using rpmem::transport::tcp::kSealedTag;
   Workload w;
   lanes_.clear();
-  const uint8_t key[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-  const size_t frames = (size + kSealFrame - 1) / kSealFrame;
+  const rpmem::transport::tcp::SealKey key = {1, 2,  3,  4,  5,  6,  7,  8,
+                                              9, 10, 11, 12, 13, 14, 15, 16};
+  const size_t frames = (size + kMaxSealedFrame - 1) / kMaxSealedFrame;
   for (unsigned l = 0; l < lanes; ++l) {
-    auto lane = std::make_unique<Lane>();
-    if (!lane->seal || !lane->open ||
-        EVP_EncryptInit_ex(lane->seal, EVP_aes_128_gcm(), nullptr, key, nullptr) != 1 ||
-        EVP_DecryptInit_ex(lane->open, EVP_aes_128_gcm(), nullptr, key, nullptr) != 1) {
+    auto lane = std::make_unique<Lane>(key);
+    if (!lane->seal.ok() || !lane->open.ok()) {
       why = "OpenSSL: AES-128-GCM unavailable";
       return w;
     }
     lane->plain.resize(size);
     for (size_t i = 0; i < size; ++i) lane->plain[i] = static_cast<uint8_t>(i * 131 + l);
-    lane->wire.resize(size + frames * (4 + kSealTag));
+    lane->wire.resize(size + frames * (kSealedHeader + kSealedTag));
     lanes_.push_back(std::move(lane));
   }
   std::vector<Lane *> ls;
   for (auto &l : lanes_) ls.push_back(l.get());
   w.op = [ls, size](unsigned lane_no, uint64_t) {
     Lane &l = *ls[lane_no];
-    uint8_t iv[12] = {};
-    int outl = 0;
-    // Seal.
-    const uint64_t first = l.nonce;
     uint8_t *out = l.wire.data();
-    for (size_t at = 0; at < size; at += kSealFrame) {
-      const int n = static_cast<int>(std::min(kSealFrame, size - at));
-      std::memcpy(iv + 4, &l.nonce, 8);
-      ++l.nonce;
-      std::memcpy(out, &n, 4);
-      if (EVP_EncryptInit_ex(l.seal, nullptr, nullptr, nullptr, iv) != 1 ||
-          EVP_EncryptUpdate(l.seal, nullptr, &outl, out, 4) != 1 ||
-          EVP_EncryptUpdate(l.seal, out + 4, &outl, l.plain.data() + at, n) != 1 ||
-          EVP_EncryptFinal_ex(l.seal, out + 4 + n, &outl) != 1 ||
-          EVP_CIPHER_CTX_ctrl(l.seal, EVP_CTRL_AEAD_GET_TAG, kSealTag, out + 4 + n) != 1)
-        return EIO;
-      out += 4 + n + kSealTag;
+    for (size_t at = 0; at < size; at += kMaxSealedFrame) {
+      const size_t n = std::min(kMaxSealedFrame, size - at);
+      const iovec iov{l.plain.data() + at, n};
+      if (!l.seal.seal(&iov, 1, n, out)) return EIO;
+      out += kSealedHeader + n + kSealedTag;
     }
-    // Open, in place.
-    uint8_t *in = l.wire.data();
-    uint64_t nonce = first;
-    for (size_t at = 0; at < size; at += kSealFrame) {
-      const int n = static_cast<int>(std::min(kSealFrame, size - at));
-      std::memcpy(iv + 4, &nonce, 8);
-      ++nonce;
-      if (EVP_DecryptInit_ex(l.open, nullptr, nullptr, nullptr, iv) != 1 ||
-          EVP_DecryptUpdate(l.open, nullptr, &outl, in, 4) != 1 ||
-          EVP_DecryptUpdate(l.open, in + 4, &outl, in + 4, n) != 1 ||
-          EVP_CIPHER_CTX_ctrl(l.open, EVP_CTRL_AEAD_SET_TAG, kSealTag, in + 4 + n) != 1 ||
-          EVP_DecryptFinal_ex(l.open, in + 4 + n, &outl) <= 0)
-        return EBADMSG;
-      in += 4 + n + kSealTag;
+    uint8_t *in = l.wire.data();  // opened in place, as a lane does
+    for (size_t at = 0; at < size; at += kMaxSealedFrame) {
+      const size_t n = std::min(kMaxSealedFrame, size - at);
+      if (!l.open.open(in, kSealedHeader + n + kSealedTag)) return EBADMSG;
+      in += kSealedHeader + n + kSealedTag;
     }
     return 0;
   };

@@ -70,10 +70,11 @@ class RawDisk {
   std::vector<std::unique_ptr<uint8_t[]>> bufs_;
 };
 
-// This machine's AES-GCM as sealed lanes use it (Op::kRawSeal): per lane,
-// contexts kept with their key schedules, each frame only a new nonce;
-// one call seals a message of `size` bytes in frames of at most 64 KiB into
-// a buffer, then opens them in place and checks their tags.
+// This machine's AES-GCM as sealed lanes use it (Op::kRawSeal), with their
+// own FrameCipher: per lane, contexts kept with their key schedules, each
+// frame only a new nonce; one call seals a message of `size` bytes in
+// frames of at most 64 KiB into a buffer, then opens them in place and
+// checks their tags.
 class RawSeal {
  public:
   RawSeal();
