@@ -13,8 +13,6 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 
-#include <cstring>
-
 namespace rpmem {
 
 namespace asio = boost::asio;
@@ -148,8 +146,8 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::connect(const TargetAddress &tar
 bool TlsChannel::export_keying_material(uint8_t *out, size_t len, const char *label,
                                         const uint8_t *context, size_t context_len) noexcept {
   if (!impl_->open || !impl_->stream) return false;
-  return SSL_export_keying_material(impl_->stream->native_handle(), out, len, label,
-                                    std::strlen(label), context, context_len, 1) == 1;
+  return transport::tcp::export_keying_material(impl_->stream->native_handle(), out, len, label,
+                                                context, context_len);
 }
 
 std::error_code TlsChannel::send(const proto::Bytes &frame,

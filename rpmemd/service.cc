@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/transport/tcp/socket_io.h"
+#include "common/transport/tcp/tls_stream.h"
 #include "common/transport/transport.h"
 #include "rpmemd/control_io.h"
 #include "rpmemd/pool_store.h"
@@ -630,8 +631,8 @@ void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
     SSL *ssl = c.stream.native_handle();
     params.export_keying_material = [ssl](uint8_t *out, size_t len, const char *label,
                                           const uint8_t *context, size_t context_len) {
-      return SSL_export_keying_material(ssl, out, len, label, std::strlen(label), context,
-                                        context_len, 1) == 1;
+      return rpmem::transport::tcp::export_keying_material(ssl, out, len, label, context,
+                                                           context_len);
     };
     Session session(store, control, params, -1);
     session.run();

@@ -268,6 +268,12 @@ const char *record_layer(SSL *ssl) noexcept {
   return "user-space TLS";
 }
 
+bool export_keying_material(SSL *ssl, uint8_t *out, size_t len, const char *label,
+                            const uint8_t *context, size_t context_len) noexcept {
+  return SSL_export_keying_material(ssl, out, len, label, std::strlen(label), context, context_len,
+                                    1) == 1;
+}
+
 std::shared_ptr<SSL_CTX> make_psk_context(bool server, std::span<const uint8_t> psk,
                                           std::string &why) {
   SSL_CTX *raw = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());

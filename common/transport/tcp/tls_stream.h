@@ -39,6 +39,12 @@ const KernelTls &kernel_tls() noexcept;
 // "user-space TLS": what carries the records of `ssl` after its handshake.
 const char *record_layer(SSL *ssl) noexcept;
 
+// `len` bytes of keying material bound to the TLS session of `ssl`
+// (SSL_export_keying_material, RFC 5705/8446), for `label` and `context`;
+// both ends of the session get the same bytes. False when OpenSSL fails.
+bool export_keying_material(SSL *ssl, uint8_t *out, size_t len, const char *label,
+                            const uint8_t *context, size_t context_len) noexcept;
+
 // The lanes' TLS 1.3 suites, AES-128-GCM first (AES-NI makes it the
 // fastest; every suite is AEAD).
 inline constexpr const char *kLaneCipherSuites =
