@@ -63,13 +63,21 @@ struct LaneTls {
 
 // Sealed tcp data lanes (tcp/sealed_stream.h): every message one AES-GCM
 // frame under keys of each lane and direction made from `master`.
+inline constexpr size_t kSealMasterSize = 32;
+using SealMaster = std::array<uint8_t, kSealMasterSize>;
+// When a lane's key moves to the next one: far below AES-GCM's limits for
+// one key (2^32 frames of up to 2^16 bytes cover 2^36 blocks at most;
+// these thresholds cap it at 2^32 blocks).
+inline constexpr uint64_t kSealRotateFrames = uint64_t{1} << 32;
+inline constexpr uint64_t kSealRotateBytes = uint64_t{64} << 30;
+
 struct LaneSeal {
   bool on = false;
-  std::array<uint8_t, 32> master{};
+  SealMaster master{};
   // A key moves to the next one after this many frames or bytes (tests
   // make it sooner); both ends must agree.
-  uint64_t rotate_frames = uint64_t{1} << 32;
-  uint64_t rotate_bytes = uint64_t{64} << 30;
+  uint64_t rotate_frames = kSealRotateFrames;
+  uint64_t rotate_bytes = kSealRotateBytes;
   explicit operator bool() const noexcept { return on; }
 };
 

@@ -36,17 +36,13 @@ typedef struct evp_cipher_ctx_st EVP_CIPHER_CTX;
 namespace rpmem::transport::tcp {
 
 inline constexpr const char *kSealExporterLabel = "EXPORTER-rpmem-sealed-lanes";
-inline constexpr size_t kSealMasterSize = 32;
-using SealMaster = std::array<uint8_t, kSealMasterSize>;
 
 inline constexpr size_t kSealedHeader = 4;
 inline constexpr size_t kSealedTag = 16;
 // Plaintext bytes in one frame at most: a 1 MiB persist is 16 frames.
 inline constexpr size_t kMaxSealedFrame = 64 * 1024;
-// Far below AES-GCM's limits for one key (2^32 frames of up to 2^16 bytes
-// cover 2^36 blocks at most; these thresholds cap it at 2^32 blocks).
-inline constexpr uint64_t kSealRotateFrames = uint64_t{1} << 32;
-inline constexpr uint64_t kSealRotateBytes = uint64_t{64} << 30;
+// kSealMasterSize, SealMaster, kSealRotateFrames and kSealRotateBytes: in
+// transport.h, beside LaneSeal.
 
 enum class SealDirection : uint8_t { kToTarget = 1, kToClient = 2 };
 
@@ -96,8 +92,6 @@ class FrameCipher {
 
 // What a lane's keys are made from, and when they rotate.
 using SealKeys = LaneSeal;
-static_assert(LaneSeal{}.rotate_frames == kSealRotateFrames &&
-              LaneSeal{}.rotate_bytes == kSealRotateBytes);
 
 // A connected, non-blocking socket carrying sealed frames; owns it.
 class SealedStream final : public ByteStream {
