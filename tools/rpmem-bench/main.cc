@@ -172,15 +172,15 @@ int run(int argc, char **argv) {
                    " granted; persist-wide uses lane 0 only";
     }
     if (opt.data_tls) {
-      tls = std::make_unique<RemotePool>(opt, opt.tls_pool_set, opt.pool_size,
-                                         *std::max_element(opt.lanes.begin(), opt.lanes.end()), 1);
+      const unsigned lanes = *std::max_element(opt.lanes.begin(), opt.lanes.end());
+      tls = std::make_unique<RemotePool>(opt, opt.tls_pool_set, opt.pool_size, lanes,
+                                         RemotePool::Lanes::kTls);
       info.pool += "\n# tls      " + opt.target + ":" + opt.tls_pool_set + ", " +
                    tls->how_opened() + ", " + std::to_string(tls->nlanes()) +
                    " lanes granted, RPMEM_DATA_TLS=1 RPMEM_DATA_SEAL=0: " + liblog.lanes_line() +
                    "; " + kernel_tls_text();
-      sealed =
-          std::make_unique<RemotePool>(opt, opt.sealed_pool_set, opt.pool_size,
-                                       *std::max_element(opt.lanes.begin(), opt.lanes.end()), 2);
+      sealed = std::make_unique<RemotePool>(opt, opt.sealed_pool_set, opt.pool_size, lanes,
+                                            RemotePool::Lanes::kSealed);
       info.pool += "\n# sealed   " + opt.target + ":" + opt.sealed_pool_set + ", " +
                    sealed->how_opened() + ", " + std::to_string(sealed->nlanes()) +
                    " lanes granted, RPMEM_DATA_TLS=1: " + liblog.lanes_line();
@@ -199,16 +199,9 @@ int run(int argc, char **argv) {
       if (!runs[i].empty() && runs[i].back().error) continue;
       RunSamples s;
       std::string why;
-      if (c.op == Op::kRawSeal) {
-        Workload w = seal.workload(c.size, c.lanes, why);
-        if (w.op) {
-          s = run_lanes(opt, c.lanes, w, case_label(c, rep, opt.repeat));
-        } else {
-          s.error = EINVAL;
-          s.error_text = why;
-        }
-      } else if (c.op == Op::kRawDsync) {
-        Workload w = disk->workload(c.size, c.lanes, why);
+      if (c.op == Op::kRawSeal || c.op == Op::kRawDsync) {  // in this process
+        Workload w = c.op == Op::kRawSeal ? seal.workload(c.size, c.lanes, why)
+                                          : disk->workload(c.size, c.lanes, why);
         if (w.op) {
           s = run_lanes(opt, c.lanes, w, case_label(c, rep, opt.repeat));
         } else {

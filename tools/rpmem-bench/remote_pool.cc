@@ -28,7 +28,7 @@ RemotePool::RemotePool(const Options &opt)
                  *std::max_element(opt.lanes.begin(), opt.lanes.end())) {}
 
 RemotePool::RemotePool(const Options &opt, const std::string &pool_set, size_t size, unsigned lanes,
-                       int lanes_kind)
+                       Lanes kind)
     : opt_(opt), pool_set_(pool_set), asked_(lanes) {
   size_ = size;
   base_ = map_anon(size_);
@@ -42,10 +42,10 @@ RemotePool::RemotePool(const Options &opt, const std::string &pool_set, size_t s
   std::memcpy(attr.signature, "RPMEMBEN", 8);
   attr.major = 1;
   // librpmem reads RPMEM_DATA_TLS at each create and open.
-  const bool tls = lanes_kind != 0;
+  const bool tls = kind != Lanes::kClear;
   if (tls) {
     ::setenv("RPMEM_DATA_TLS", "1", 1);
-    ::setenv("RPMEM_DATA_SEAL", lanes_kind == 2 ? "1" : "0", 1);
+    ::setenv("RPMEM_DATA_SEAL", kind == Lanes::kSealed ? "1" : "0", 1);
   }
   rpp_ = rpmem_create(opt.target.c_str(), pool_set_.c_str(), base_, size_, &nlanes, &attr);
   created_ = rpp_ != nullptr;

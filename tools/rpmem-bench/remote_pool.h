@@ -21,10 +21,14 @@ class RemotePool {
  public:
   explicit RemotePool(const Options &opt);  // throws std::runtime_error
   // Another pool set of `size` bytes, opened with `lanes` lanes asked for;
-  // `lanes_kind`: 0 cleartext lanes; 1 TLS lanes (RPMEM_DATA_TLS=1,
-  // RPMEM_DATA_SEAL=0); 2 sealed lanes (RPMEM_DATA_TLS=1, RPMEM_DATA_SEAL=1).
+  // its data lanes as `kind` says.
+  enum class Lanes {
+    kClear,
+    kTls,     // RPMEM_DATA_TLS=1, RPMEM_DATA_SEAL=0
+    kSealed,  // RPMEM_DATA_TLS=1, RPMEM_DATA_SEAL=1
+  };
   RemotePool(const Options &opt, const std::string &pool_set, size_t size, unsigned lanes,
-             int lanes_kind = 0);  // throws std::runtime_error
+             Lanes kind = Lanes::kClear);  // throws std::runtime_error
   ~RemotePool();
   RemotePool(const RemotePool &) = delete;
   RemotePool &operator=(const RemotePool &) = delete;
