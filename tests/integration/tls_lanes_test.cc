@@ -48,6 +48,17 @@ struct DataTlsEnv : EnvVar {
   explicit DataTlsEnv(std::optional<std::string> value) : EnvVar("RPMEM_DATA_TLS", value) {}
 };
 
+proto::Bytes pattern(size_t n, uint8_t seed) {
+  proto::Bytes b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(seed + i * 7);
+  return b;
+}
+
+bool part_has(const std::vector<uint8_t> &part, uint64_t offset, const proto::Bytes &b) {
+  return part.size() >= offset + b.size() &&
+         std::equal(b.begin(), b.end(), part.begin() + static_cast<long>(offset));
+}
+
 class TlsLanes : public ::testing::Test {
  protected:
   void SetUp() override { target_.write_poolset("t.set", parts_, "OPTION NOHDRS\n"); }
@@ -72,6 +83,19 @@ class TlsLanes : public ::testing::Test {
   }
 
   std::vector<uint8_t> part() const { return read_file(target_.part_path("t.part")); }
+
+  // A raw lane `peer` (TlsPeer or SealedPeer) says hello as lane `lane` of
+  // 2 with the session's `secret`: it is admitted, and its persist of 5000
+  // bytes at 8192 lands in the part.
+  template <class Peer>
+  void admitted_and_persists(Peer &peer, const proto::Secret &secret, uint32_t lane) {
+    uint32_t reply = 1;
+    ASSERT_TRUE(peer.hello(secret, lane, 2, reply));
+    EXPECT_EQ(reply, 0u);
+    const proto::Bytes bytes = pattern(5000, 11);
+    EXPECT_EQ(peer.persist(8192, bytes), 0);
+    EXPECT_TRUE(part_has(part(), 8192, bytes));
+  }
 
   // Through librpmem and a daemon that encrypts the lanes (data-tls =
   // require): persists of `sizes` on every lane, a flush and drain, a read
@@ -110,17 +134,6 @@ class TlsLanes : public ::testing::Test {
   Target target_;
   const std::vector<Part> parts_{{kPool, "t.part"}};
 };
-
-proto::Bytes pattern(size_t n, uint8_t seed) {
-  proto::Bytes b(n);
-  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(seed + i * 7);
-  return b;
-}
-
-bool part_has(const std::vector<uint8_t> &part, uint64_t offset, const proto::Bytes &b) {
-  return part.size() >= offset + b.size() &&
-         std::equal(b.begin(), b.end(), part.begin() + static_cast<long>(offset));
-}
 
 TEST_F(TlsLanes, AllowGivesTlsOnlyToAClientThatAsks) {
   {
@@ -245,12 +258,7 @@ TEST_F(TlsLanes, CleartextLanesWrongKeysAndWrongSecretsAreRefused) {
   // The right key and secret: admitted, and its persist lands.
   TlsPeer peer(r->port, psk_client_context(r->lane_psk));
   ASSERT_TRUE(peer.handshaken()) << peer.why();
-  uint32_t reply = 1;
-  ASSERT_TRUE(peer.hello(r->secret, 0, 2, reply));
-  EXPECT_EQ(reply, 0u);
-  const proto::Bytes bytes = pattern(5000, 11);
-  EXPECT_EQ(peer.persist(8192, bytes), 0);
-  EXPECT_TRUE(part_has(part(), 8192, bytes));
+  ASSERT_NO_FATAL_FAILURE(admitted_and_persists(peer, r->secret, 0));
   const std::string log = target_.log_text();
   EXPECT_TRUE(target_.log_shows("refused: TLS handshake failed")) << log;
   EXPECT_NE(log.find("lane 0 of 2 connected from 127.0.0.1"), std::string::npos) << log;
@@ -438,17 +446,12 @@ TEST_F(SealedLanes, WrongKeysCleartextAndAlteredFramesAreRefusedAndWriteNothing)
   EXPECT_TRUE(part_has(file, 65536, proto::Bytes(4096, 0)));
   // The session goes on: lane 1 connects, and its persist lands.
   SealedPeer peer(r->port, r->lane_psk, 1);
-  uint32_t reply = 1;
-  ASSERT_TRUE(peer.hello(r->secret, 1, 2, reply));
-  EXPECT_EQ(reply, 0u);
-  const proto::Bytes bytes = pattern(5000, 11);
-  EXPECT_EQ(peer.persist(8192, bytes), 0);
-  EXPECT_TRUE(part_has(part(), 8192, bytes));
+  ASSERT_NO_FATAL_FAILURE(admitted_and_persists(peer, r->secret, 1));
   // Lane 1's connection replayed on a new one (the same key and nonces
   // make the same bytes): the lane is taken, nothing of it is served.
   {
     SealedPeer replay(r->port, r->lane_psk, 1);
-    reply = 0;
+    uint32_t reply = 0;
     if (replay.hello(r->secret, 1, 2, reply)) {
       EXPECT_NE(reply, 0u);
     }
