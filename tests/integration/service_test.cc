@@ -844,7 +844,7 @@ TEST_F(ServiceFlood, StrangersOnTheSessionsDataPortDoNotKeepItsLanesOut) {
           << "lane " << lane << ", try " << i;
       EXPECT_EQ(reply[0], 0) << "lane " << lane << " admitted";
       const proto::Bytes req =
-          TlsPeer::persist_request(8192 + lane * 4096, proto::Bytes(4096, static_cast<uint8_t>(i)));
+          persist_request_bytes(8192 + lane * 4096, proto::Bytes(4096, static_cast<uint8_t>(i)));
       ASSERT_TRUE(write_all_fd(fd, req.data(), req.size()));
       uint8_t dr[proto::kDataReplySize];
       ASSERT_TRUE(read_exact_fd(fd, dr, sizeof(dr), 5000));

@@ -275,7 +275,7 @@ TEST_F(TlsLanes, AlteredRecordsAreRefusedAndWriteNothing) {
   ASSERT_EQ(reply, 0u);
   // A persist of 0xee, sealed, one ciphertext byte flipped on the way: what
   // an attacker on the path can do to a record. It must not land.
-  const proto::Bytes request = TlsPeer::persist_request(65536, proto::Bytes(4096, 0xee));
+  const proto::Bytes request = persist_request_bytes(65536, proto::Bytes(4096, 0xee));
   proto::Bytes sealed = peer.seal(request);
   ASSERT_GT(sealed.size(), request.size());
   sealed[sealed.size() / 2] ^= 0x01;
@@ -304,7 +304,7 @@ TEST_F(TlsLanes, ARecordCutShortWritesNothingAndGarbageInsideEndsTheSession) {
     uint32_t reply = 1;
     ASSERT_TRUE(peer.hello(r->secret, 0, 2, reply));
     ASSERT_EQ(reply, 0u);
-    proto::Bytes sealed = peer.seal(TlsPeer::persist_request(131072, proto::Bytes(8000, 0xcd)));
+    proto::Bytes sealed = peer.seal(persist_request_bytes(131072, proto::Bytes(8000, 0xcd)));
     // All of the record but its last 20 bytes (the tag and some payload),
     // then the connection ends.
     ASSERT_TRUE(write_all_fd(peer.fd(), sealed.data(), sealed.size() - 20));
@@ -435,7 +435,7 @@ TEST_F(SealedLanes, WrongKeysCleartextAndAlteredFramesAreRefusedAndWriteNothing)
     uint32_t reply = 1;
     ASSERT_TRUE(peer.hello(r->secret, 0, 2, reply));
     ASSERT_EQ(reply, 0u);
-    proto::Bytes sealed = peer.seal(TlsPeer::persist_request(65536, proto::Bytes(4096, 0xee)));
+    proto::Bytes sealed = peer.seal(persist_request_bytes(65536, proto::Bytes(4096, 0xee)));
     ASSERT_GT(sealed.size(), 4096u);
     sealed[sealed.size() / 2] ^= 0x01;
     ASSERT_TRUE(write_all_fd(peer.fd(), sealed.data(), sealed.size()));

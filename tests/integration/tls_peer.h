@@ -116,10 +116,6 @@ class TlsPeer {
     return lane_hello(*this, secret, lane, nlanes, reply);
   }
 
-  static proto::Bytes persist_request(uint64_t offset, const proto::Bytes &bytes) {
-    return persist_request_bytes(offset, bytes);
-  }
-
   // A persist of `bytes` at `offset`; its reply status, or -1 when none came.
   int persist(uint64_t offset, const proto::Bytes &bytes) {
     return lane_persist(*this, offset, bytes);
