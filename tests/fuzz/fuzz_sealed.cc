@@ -29,6 +29,14 @@ void check(bool ok) {
   if (!ok) std::abort();
 }
 
+// A socketpair whose buffers hold a whole input's wire.
+void wide_pair(int (&sv)[2]) {
+  check(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+  int big = 4 << 20;
+  ::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
+  ::setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+}
+
 SealKeys keys() {
   SealKeys k;
   k.on = true;
@@ -40,10 +48,7 @@ SealKeys keys() {
 // Feeds `wire` to a target stream and returns what it reads.
 std::vector<uint8_t> target_reads(const std::vector<uint8_t> &wire) {
   int sv[2];
-  check(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
-  int big = 4 << 20;
-  ::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
-  ::setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+  wide_pair(sv);
   if (!wire.empty()) check(::send(sv[0], wire.data(), wire.size(), 0) == ssize_t(wire.size()));
   ::close(sv[0]);
   auto t = SealedStream::target(sv[1], keys(), 4);
@@ -76,10 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const size_t len = size - 6;
   // The client's wire.
   int sv[2];
-  check(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
-  int big = 4 << 20;
-  ::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
-  ::setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+  wide_pair(sv);
   auto c = SealedStream::client(sv[0], keys(), 2);
   std::vector<uint8_t> plain;
   for (unsigned i = 0; i < nmsg; ++i) {
