@@ -51,6 +51,33 @@ struct LibraryLog {
 };
 LibraryLog g_library_log;
 
+// ctest's labelled passes of the whole suite name themselves in
+// RPMEM_TEST_PASS (gtest_discover_tests cannot give a test more than one
+// environment variable): tls-lanes is RPMEM_DATA_TLS=1 and RPMEM_DATA_SEAL=0,
+// sealed-lanes RPMEM_DATA_TLS=1; both keep the daemon's pools in RAM
+// (RPMEM_TEST_DIR=/dev/shm) unless the caller chose a place for them (the
+// VM suites put them on the medium they test). Before main, as above.
+struct TestPass {
+  TestPass() {
+    const char *pass = std::getenv("RPMEM_TEST_PASS");
+    if (!pass || !*pass) return;
+    const std::string_view p = pass;
+    if (p != "tls-lanes" && p != "sealed-lanes") {
+      std::fprintf(stderr, "RPMEM_TEST_PASS=%s: not a pass of the suite\n", pass);
+      std::exit(2);
+    }
+    ::setenv("RPMEM_DATA_TLS", "1", 1);
+    if (p == "tls-lanes")
+      ::setenv("RPMEM_DATA_SEAL", "0", 1);
+    else
+      ::unsetenv("RPMEM_DATA_SEAL");
+    struct statfs st {};
+    if (::statfs("/dev/shm", &st) == 0 && st.f_type == TMPFS_MAGIC)
+      ::setenv("RPMEM_TEST_DIR", "/dev/shm", 0);
+  }
+};
+TestPass g_test_pass;
+
 }  // namespace
 
 std::string library_log() {
