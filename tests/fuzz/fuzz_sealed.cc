@@ -45,8 +45,10 @@ SealKeys keys() {
   return k;
 }
 
-// Feeds `wire` to a target stream and returns what it reads.
-std::vector<uint8_t> target_reads(const std::vector<uint8_t> &wire) {
+// Feeds `wire` to a target stream and returns what it reads: into the
+// caller's scratch (frames up to 3000 bytes are opened straight into it) or
+// as into the pool (each frame opened in place first).
+std::vector<uint8_t> target_reads(const std::vector<uint8_t> &wire, bool scratch) {
   int sv[2];
   wide_pair(sv);
   if (!wire.empty()) check(::send(sv[0], wire.data(), wire.size(), 0) == ssize_t(wire.size()));
@@ -56,7 +58,8 @@ std::vector<uint8_t> target_reads(const std::vector<uint8_t> &wire) {
   uint8_t buf[3000];
   for (;;) {
     size_t n = 0;
-    if (t->recv_nowait(buf, sizeof(buf), n)) break;
+    if (scratch ? t->recv_scratch_nowait(buf, sizeof(buf), n) : t->recv_nowait(buf, sizeof(buf), n))
+      break;
     got.insert(got.end(), buf, buf + n);
     if (n == 0 && !t->has_buffered_input()) break;
   }
@@ -69,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1) return 0;
   if ((data[0] & 1) == 0) {
     const std::vector<uint8_t> wire(data + 1, data + size);
-    const auto got = target_reads(wire);
+    const auto got = target_reads(wire, data[0] & 2);
     check(got.size() <= wire.size());
     return 0;
   }
@@ -97,7 +100,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   wire.resize(n > 0 ? size_t(n) : 0);
   const bool altered = mask != 0 && !wire.empty();
   if (altered) wire[pos % wire.size()] ^= mask;
-  const auto got = target_reads(wire);
+  const auto got = target_reads(wire, data[0] & 2);
   check(got.size() <= plain.size() && std::equal(got.begin(), got.end(), plain.begin()));
   if (!altered) check(got.size() == plain.size());
   return 0;

@@ -24,6 +24,12 @@ class ByteStream {
   // What has arrived, without waiting (got == 0: nothing yet). EOF is
   // ECONNRESET.
   virtual std::error_code recv_nowait(void *buf, size_t len, size_t &got) noexcept = 0;
+  // The same into memory that is the caller's own scratch, never the pool:
+  // an encrypted stream may decrypt straight into it, before it knows that
+  // the bytes authenticate (it clears them when they do not, and fails).
+  virtual std::error_code recv_scratch_nowait(void *buf, size_t len, size_t &got) noexcept {
+    return recv_nowait(buf, len, got);
+  }
   // What the connection takes now; iov and n advance (n == 0: all sent).
   virtual std::error_code send_nowait(iovec *&iov, int &n) noexcept = 0;
   // Bytes ready for recv_nowait that readiness of fd() would not show.

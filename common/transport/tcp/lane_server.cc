@@ -49,7 +49,7 @@ class LaneReader {
       w_ -= r_;
       r_ = 0;
     }
-    error_ = s_.recv_nowait(buf_.get() + w_, kLaneBuffer - w_, got);
+    error_ = s_.recv_scratch_nowait(buf_.get() + w_, kLaneBuffer - w_, got);
     w_ += got;
     return error_;
   }

@@ -67,10 +67,12 @@ class FrameCipher {
   // when OpenSSL fails; the cipher is then of no further use (its nonce
   // may have been used).
   bool seal(const iovec *iov, int n, size_t len, uint8_t *out) noexcept;
-  // Opens the whole frame at `frame` (header, ciphertext, tag) in place:
-  // the plaintext replaces the ciphertext. False when it does not
-  // authenticate; the cipher is then of no further use.
-  bool open(uint8_t *frame, size_t len) noexcept;
+  // Opens the whole frame at `frame` (header, ciphertext, tag) into `out`
+  // (len - kSealedHeader - kSealedTag bytes), or in place when `out` is
+  // null: the plaintext replaces the ciphertext. False when it does not
+  // authenticate: what it wrote is cleared, and the cipher is of no further
+  // use.
+  bool open(uint8_t *frame, size_t len, uint8_t *out = nullptr) noexcept;
   uint64_t frames() const noexcept { return frames_total_; }
   unsigned rotations() const noexcept { return rotations_; }
 
@@ -109,6 +111,9 @@ class SealedStream final : public ByteStream {
   // frame too); a frame that does not authenticate, a bad length or a
   // lane number out of range is EPROTO, logged once, and for good.
   std::error_code recv_nowait(void *buf, size_t len, size_t &got) noexcept override;
+  // The same; a frame that fits in what is left of `buf` is opened straight
+  // into it (cleared again when it does not authenticate).
+  std::error_code recv_scratch_nowait(void *buf, size_t len, size_t &got) noexcept override;
   // Seals up to kMaxSealedFrame bytes of the iovecs at a time into the
   // send buffer and sends it; the iovecs advance only past frames the
   // socket took whole, so a call retried with the same iovecs goes on.
@@ -130,6 +135,7 @@ class SealedStream final : public ByteStream {
   bool start_ciphers(uint32_t lane) noexcept;
   std::error_code refuse(const char *why) noexcept;
   std::error_code fill() noexcept;
+  std::error_code receive(void *buf, size_t len, size_t &got, bool scratch) noexcept;
 
   const int fd_;
   const SealKeys keys_;

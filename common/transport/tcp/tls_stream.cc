@@ -454,7 +454,7 @@ std::error_code stream_recv_all(ByteStream &s, void *buf, size_t len, int timeou
   size_t have = 0;
   while (have < len) {
     size_t got = 0;
-    if (auto ec = s.recv_nowait(p + have, len - have, got)) return ec;
+    if (auto ec = s.recv_scratch_nowait(p + have, len - have, got)) return ec;
     have += got;
     if (have < len && got == 0)
       if (auto ec = wait_for(s.fd(), POLLIN, timeout_ms, deadline)) return ec;
@@ -467,7 +467,7 @@ size_t stream_recv_spinning(ByteStream &s, void *buf, size_t len,
   const auto until = Clock::now() + budget;
   do {
     size_t got = 0;
-    if (s.recv_nowait(buf, len, got)) return 0;
+    if (s.recv_scratch_nowait(buf, len, got)) return 0;
     if (got > 0) return got;
     ::sched_yield();
   } while (Clock::now() < until);

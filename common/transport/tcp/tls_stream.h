@@ -117,6 +117,7 @@ class TlsStream final : public ByteStream {
 };
 
 // Client side: bounded waits over a stream (timeout_ms bounds each wait).
+// What they receive into is the caller's own memory (recv_scratch_nowait).
 std::error_code stream_send_all(ByteStream &s, iovec *iov, int n, int timeout_ms) noexcept;
 std::error_code stream_recv_all(ByteStream &s, void *buf, size_t len, int timeout_ms) noexcept;
 // As recv_spinning(): 0 when nothing came within `budget`.

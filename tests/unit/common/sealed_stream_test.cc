@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -166,6 +167,56 @@ TEST(SealedStream, AFlippedBitIsRefusedAndNothingOfTheFrameIsRead) {
   wire = wire_of(keys_of(1), 0, {"hello"});
   wire.back() ^= 1;  // in the tag
   EXPECT_EQ(target_reads(keys_of(1), wire, {1})[0].ec, kRefused);
+}
+
+// A receive into the pool (recv_nowait) never opens a frame where it
+// writes: a frame that does not authenticate leaves it as it was. A receive
+// into the caller's scratch opens whole frames straight into it, and clears
+// what it wrote when the tag does not match.
+TEST(SealedStream, AFrameThatDoesNotAuthenticateLeavesNoByteWhereItWasToGo) {
+  const std::string msg(3000, 'p');
+  for (const bool scratch : {false, true}) {
+    Bytes wire = wire_of(keys_of(1), 0, {msg});
+    wire[4 + kSealedHeader + 100] ^= 0x01;
+    int fds[2];
+    pair(fds);
+    ASSERT_EQ(::send(fds[0], wire.data(), wire.size(), 0), static_cast<ssize_t>(wire.size()));
+    auto t = SealedStream::target(fds[1], keys_of(1), 8);
+    std::vector<uint8_t> buf(8192, 0xAA);
+    size_t got = 1;
+    const std::error_code ec = scratch ? t->recv_scratch_nowait(buf.data(), buf.size(), got)
+                                       : t->recv_nowait(buf.data(), buf.size(), got);
+    EXPECT_EQ(ec, kRefused) << "scratch " << scratch;
+    EXPECT_EQ(got, 0u);
+    const uint8_t expect = scratch ? 0 : 0xAA;
+    EXPECT_EQ(std::count(buf.begin(), buf.begin() + msg.size(), expect),
+              static_cast<ptrdiff_t>(msg.size()))
+        << (scratch ? "what was opened into the scratch is cleared"
+                    : "nothing is opened where a receive into the pool writes");
+    EXPECT_EQ(std::count(buf.begin() + msg.size(), buf.end(), 0xAA),
+              static_cast<ptrdiff_t>(buf.size() - msg.size()));
+    ::close(fds[0]);
+  }
+}
+
+// Frames opened straight into the caller's memory and frames opened in
+// place (the caller's buffer ends inside them) give the same bytes.
+TEST(SealedStream, ReadsThatSplitFramesOrTakeThemWholeGetTheSameBytes) {
+  std::string big(2 * kMaxSealedFrame + 1000, '\0');
+  std::mt19937 rng(7);
+  for (auto &ch : big) ch = static_cast<char>(rng());
+  const Bytes wire = wire_of(keys_of(3), 1, {big});
+  for (const size_t piece : {size_t{1000}, kMaxSealedFrame, kMaxSealedFrame + 1, big.size()}) {
+    int fds[2];
+    pair(fds);
+    ASSERT_EQ(::send(fds[0], wire.data(), wire.size(), 0), static_cast<ssize_t>(wire.size()));
+    auto t = SealedStream::target(fds[1], keys_of(3), 8);
+    std::string got(big.size(), '\0');
+    for (size_t at = 0; at < big.size(); at += piece)
+      ASSERT_FALSE(stream_recv_all(*t, got.data() + at, std::min(piece, big.size() - at), 1000));
+    EXPECT_TRUE(got == big) << "pieces of " << piece;
+    ::close(fds[0]);
+  }
 }
 
 TEST(SealedStream, AnAlteredLengthIsRefused) {
