@@ -352,12 +352,11 @@ std::error_code SealedStream::send_nowait(iovec *&iov, int &n) noexcept {
       out_sent_ = 0;
       out_plain_ = len;
     }
-    // Frames after this one: corked until the last of the message.
-    size_t total = 0;
-    for (int i = 0; i < n; ++i) total += iov[i].iov_len;
-    const int more = total > out_plain_ ? MSG_MORE : 0;
-    const ssize_t w = ::send(fd_, out_.get() + out_sent_, out_len_ - out_sent_,
-                             MSG_NOSIGNAL | MSG_DONTWAIT | more);
+    // Each frame goes out whole, not corked behind the next (MSG_MORE kept
+    // a frame's last bytes, its tag among them, until the next frame was
+    // sealed): the target opens frame k while frame k+1 is sealed.
+    const ssize_t w =
+        ::send(fd_, out_.get() + out_sent_, out_len_ - out_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
