@@ -3,6 +3,8 @@
 # rpmem-bench against a real rpmemd (through tools/rpmem-bench/run-local.sh):
 # every case it was asked for comes out, without an error, with its raw TCP
 # equivalents (raw-rr, which waits as the transport does, and raw-rr-block),
+# CPU per call of the client and the daemon, encrypted lanes against the
+# machine's limit (--data-tls),
 # persist on one lane of a pool with more lanes open (--wide-lanes) against
 # one-lane persist, and the lane-scaling summary; and librpmem makes no
 # allocation in any data-path call (the benchmark counts them; sanitized
@@ -47,6 +49,9 @@ awk -F, -v sanitize="$sanitize" 'NR > 1 {
     if ($1 == "persist" && $2 < 65536 && !($11 > 0 && $15 > 0)) {
       print "FAIL: " $1 " " $2 " B " $3 " lanes: not compared with raw-rr and raw-rr-block"; bad = 1
     }
+    if ($1 ~ /^(persist|read)$/ && !($17 > 0 && $18 > 0)) {
+      print "FAIL: " $1 " " $2 " B " $3 " lanes: no CPU per call of the client and the daemon"; bad = 1
+    }
     if ($1 !~ /^raw/ && sanitize == "" && $10 != "0.000") {
       print "FAIL: " $1 " " $2 " B " $3 " lanes: " $10 " allocations per call"; bad = 1
     }
@@ -54,6 +59,16 @@ awk -F, -v sanitize="$sanitize" 'NR > 1 {
   END { exit bad }' "$work/out.csv" >&2 || fail "bad CSV rows"
 
 grep -q '^lane scaling: calls/s' "$work/out.txt" || fail "no lane-scaling summary"
+grep -q '^CPU per call (us)' "$work/out.txt" || fail "no CPU-per-call summary"
+# --data-tls: the encrypted lanes from 64 KiB are set against the limit of
+# the machine (cleartext's CPU per call and raw-seal's, over the CPUs).
+"$top/tools/rpmem-bench/run-local.sh" "$build" -o persist,read -b 1M -l 1 -n 20 -w 0 -S 12M \
+  --data-tls --no-progress -f csv >"$work/tls.csv" 2>"$work/err" ||
+  { cat "$work/err" >&2; fail "rpmem-bench --data-tls failed"; }
+for op in persist-sealed read-sealed persist-tls read-tls; do
+  awk -F, -v op="$op" '$1 == op && $19 > 0 { ok = 1 } END { exit !ok }' "$work/tls.csv" ||
+    fail "$op 1 MiB is not set against the limit"
+done
 grep -Eq '^persist +1 MiB +[0-9]+ +[0-9]+ [0-9]+\.[0-9]{2} \[[01]/1\]$' "$work/out.txt" \
   || fail "no scaling row for persist 1 MiB"
 grep -Eq '^persist +64 B +1 .* raw rr p50 [0-9.]+ us +[0-9.]+x p50$' "$work/out.txt" \

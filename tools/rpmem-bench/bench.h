@@ -97,7 +97,10 @@ struct Result {
   double mb_s = 0;                             // 10^6 bytes per second
   uint64_t ops = 0;                            // operations measured (all runs)
   double allocs_per_op = -1;                   // mallocs inside librpmem calls; -1 unknown
-  int error = 0;                               // errno of a failed case
+  // CPU time per call (medians of the runs): this process's, and the
+  // daemons' it started (rpmemd through RPMEM_SSH on this machine).
+  double cpu_us = 0, daemon_cpu_us = 0;
+  int error = 0;  // errno of a failed case
   std::string error_text;
 };
 
@@ -106,6 +109,7 @@ struct RunSamples {
   std::vector<std::vector<uint32_t>> lat_ns;  // latency of each operation
   uint64_t ops = 0;                           // size-byte units done
   double seconds = 0;                         // wall time of the measured part
+  double cpu_s = 0, daemon_cpu_s = 0;         // CPU time in it (see Result)
   uint64_t allocs = 0;
   int error = 0;
   std::string error_text;

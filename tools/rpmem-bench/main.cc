@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -144,6 +145,9 @@ int run(int argc, char **argv) {
   for (int i = 0; i < argc; ++i) info.command += (i ? " " : "") + std::string(argv[i]);
   info.library = library_path();
   info.machine = machine_facts();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) info.cpus = std::max(1, CPU_COUNT(&set));
   char date[64];
   std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %Z", std::localtime(&now));

@@ -94,6 +94,47 @@ double ratio_to(const Result &r, const std::vector<Result> &rs, Op op, bool late
   return b->mb_s > 0 ? r.mb_s / b->mb_s : 0;
 }
 
+// What the machine allows encrypted lanes of `r`'s size (from 64 KiB up,
+// where throughput is compared), in MB/s: cleartext's CPU per call (this
+// process and the daemon) plus one seal and one open of the size (raw-seal),
+// spread over the CPUs, which both ends share on one machine:
+//   limit = size / ((C + S) / cpus).
+// 0 when this run has no such figures.
+double limit_mb_s(const Result &r, const std::vector<Result> &rs, unsigned cpus) {
+  const bool persist = r.c.op == Op::kPersistTls || r.c.op == Op::kPersistSealed;
+  if (!persist && r.c.op != Op::kReadTls && r.c.op != Op::kReadSealed) return 0;
+  if (r.c.size < kStreamFrom || cpus == 0) return 0;
+  const Result *clear = find(rs, persist ? Op::kPersist : Op::kRead, r.c.size, r.c.lanes);
+  const Result *seal = find(rs, Op::kRawSeal, r.c.size, 1);
+  if (!clear || !seal || clear->cpu_us <= 0 || seal->cpu_us <= 0) return 0;
+  const double us = (clear->cpu_us + clear->daemon_cpu_us + seal->cpu_us) / cpus;
+  return static_cast<double>(r.c.size) / us;
+}
+
+double limit_ratio(const Result &r, const std::vector<Result> &rs, unsigned cpus) {
+  const double limit = limit_mb_s(r, rs, cpus);
+  return limit > 0 ? r.mb_s / limit : 0;
+}
+
+// CPU per call of every case, and the encrypted lanes against the limit.
+void print_cpu(std::FILE *out, const RunInfo &info, const std::vector<Result> &rs) {
+  std::fprintf(out,
+               "\nCPU per call (us): this process, and the daemons it started; encrypted lanes "
+               "from 64 KiB against the\nlimit = size / ((cleartext's CPU per call + raw-seal's) "
+               "/ %u CPUs)\n%-16s %8s %5s %9s %9s %9s %11s %s\n",
+               info.cpus, "case", "size", "lanes", "client", "daemon", "total", "limit MB/s",
+               "MB/s over limit");
+  for (const auto &r : rs) {
+    if (r.error) continue;
+    std::fprintf(out, "%-16s %8s %5u %9.1f %9.1f %9.1f", op_name(r.c.op),
+                 size_text(r.c.size).c_str(), r.c.lanes, r.cpu_us, r.daemon_cpu_us,
+                 r.cpu_us + r.daemon_cpu_us);
+    if (const double limit = limit_mb_s(r, rs, info.cpus); limit > 0)
+      std::fprintf(out, " %11.1f %.2fx", limit, r.mb_s / limit);
+    std::fprintf(out, "\n");
+  }
+}
+
 using rpmem::json_escape;
 
 // The ratio of b's calls/s to a's: the median of the ratios of runs with the
@@ -197,22 +238,28 @@ void print_table(std::FILE *out, const RunInfo &info, const std::vector<Result> 
     std::fprintf(out, "\n");
   }
   print_scaling(out, rs);
+  print_cpu(out, info, rs);
 }
 
-void print_csv(std::FILE *out, const std::vector<Result> &rs) {
+void print_csv(std::FILE *out, const std::vector<Result> &rs, unsigned cpus) {
   std::fprintf(out,
                "case,size,lanes,p50_us,p99_us,p999_us,ops_per_s,mb_per_s,calls,allocs_per_call,"
                "p50_over_raw_rr_p50,mbps_over_raw_stream,mbps_over_persist,error,"
-               "p50_over_raw_rr_block_p50,p50_over_persist_1lane_p50\n");
+               "p50_over_raw_rr_block_p50,p50_over_persist_1lane_p50,cpu_us_per_call,"
+               "daemon_cpu_us_per_call,mbps_over_limit\n");
   for (const auto &r : rs) {
     const Result *one = find(rs, Op::kPersist, r.c.size, 1);
     double wide = r.c.op == Op::kPersistWide && one && one->p50_us > 0 ? r.p50_us / one->p50_us : 0;
-    std::fprintf(out, "%s,%zu,%u,%.2f,%.2f,%.2f,%.1f,%.2f,%llu,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.3f\n",
-                 op_name(r.c.op), r.c.size, r.c.lanes, r.p50_us, r.p99_us, r.p999_us, r.ops_s,
-                 r.mb_s, static_cast<unsigned long long>(r.ops), r.allocs_per_op,
-                 ratio_to(r, rs, Op::kRawRr, true), ratio_to(r, rs, Op::kRawStream, false),
-                 r.c.op == Op::kFlushDrain ? ratio_to(r, rs, Op::kPersist, false) : 0.0,
-                 r.error_text.c_str(), ratio_to(r, rs, Op::kRawRrBlock, true), wide);
+    std::fprintf(
+        out,
+        "%s,%zu,%u,%.2f,%.2f,%.2f,%.1f,%.2f,%llu,%.3f,%.3f,%.3f,%.3f,%s,%.3f,%.3f,%.2f,%.2f,"
+        "%.3f\n",
+        op_name(r.c.op), r.c.size, r.c.lanes, r.p50_us, r.p99_us, r.p999_us, r.ops_s, r.mb_s,
+        static_cast<unsigned long long>(r.ops), r.allocs_per_op, ratio_to(r, rs, Op::kRawRr, true),
+        ratio_to(r, rs, Op::kRawStream, false),
+        r.c.op == Op::kFlushDrain ? ratio_to(r, rs, Op::kPersist, false) : 0.0,
+        r.error_text.c_str(), ratio_to(r, rs, Op::kRawRrBlock, true), wide, r.cpu_us,
+        r.daemon_cpu_us, limit_ratio(r, rs, cpus));
   }
 }
 
@@ -229,11 +276,14 @@ void print_json(std::FILE *out, const RunInfo &info, const std::vector<Result> &
                  "%s\n    {\"case\": \"%s\", \"size\": %zu, \"lanes\": %u, \"p50_us\": %.2f, "
                  "\"p99_us\": %.2f, \"p999_us\": %.2f, \"ops_per_s\": %.1f, \"mb_per_s\": %.2f, "
                  "\"calls\": %llu, \"allocs_per_call\": %.3f, \"p50_over_raw_rr_p50\": %.3f, "
-                 "\"mbps_over_raw_stream\": %.3f, \"mbps_over_persist\": %.3f",
+                 "\"mbps_over_raw_stream\": %.3f, \"mbps_over_persist\": %.3f, "
+                 "\"cpu_us_per_call\": %.2f, \"daemon_cpu_us_per_call\": %.2f, "
+                 "\"limit_mb_per_s\": %.2f, \"mbps_over_limit\": %.3f",
                  i ? "," : "", op_name(r.c.op), r.c.size, r.c.lanes, r.p50_us, r.p99_us, r.p999_us,
                  r.ops_s, r.mb_s, static_cast<unsigned long long>(r.ops), r.allocs_per_op,
                  ratio_to(r, rs, Op::kRawRr, true), ratio_to(r, rs, Op::kRawStream, false),
-                 r.c.op == Op::kFlushDrain ? ratio_to(r, rs, Op::kPersist, false) : 0.0);
+                 r.c.op == Op::kFlushDrain ? ratio_to(r, rs, Op::kPersist, false) : 0.0, r.cpu_us,
+                 r.daemon_cpu_us, limit_mb_s(r, rs, info.cpus), limit_ratio(r, rs, info.cpus));
     if (r.error) std::fprintf(out, ", \"error\": \"%s\"", json_escape(r.error_text).c_str());
     std::fprintf(out, "}");
   }
@@ -286,7 +336,7 @@ bool is_raw(Op op) {
 Result summarize(const Case &c, std::vector<RunSamples> &runs) {
   Result r;
   r.c = c;
-  std::vector<double> p50, p99, p999, ops_s, mb_s;
+  std::vector<double> p50, p99, p999, ops_s, mb_s, cpu, daemon_cpu;
   uint64_t calls = 0, allocs = 0;
   for (auto &run : runs) {
     if (run.error) {
@@ -303,6 +353,10 @@ Result summarize(const Case &c, std::vector<RunSamples> &runs) {
     double secs = run.seconds > 0 ? run.seconds : 1e-9;
     ops_s.push_back(static_cast<double>(run.ops) / secs);
     mb_s.push_back(static_cast<double>(run.ops) * static_cast<double>(c.size) / secs / 1e6);
+    if (!all.empty()) {
+      cpu.push_back(run.cpu_s * 1e6 / static_cast<double>(all.size()));
+      daemon_cpu.push_back(run.daemon_cpu_s * 1e6 / static_cast<double>(all.size()));
+    }
     r.ops += run.ops;
     calls += all.size();
     allocs += run.allocs;
@@ -313,6 +367,8 @@ Result summarize(const Case &c, std::vector<RunSamples> &runs) {
   r.ops_s = median(ops_s);
   r.run_ops_s = ops_s;
   r.mb_s = median(mb_s);
+  r.cpu_us = median(cpu);
+  r.daemon_cpu_us = median(daemon_cpu);
   if (!is_raw(c.op) && thread_allocs() >= 0)
     r.allocs_per_op = calls ? static_cast<double>(allocs) / static_cast<double>(calls) : 0;
   return r;
@@ -324,7 +380,7 @@ void print(std::FILE *out, Format f, const RunInfo &info, const std::vector<Resu
       print_table(out, info, results);
       break;
     case Format::kCsv:
-      print_csv(out, results);
+      print_csv(out, results, info.cpus);
       break;
     case Format::kJson:
       print_json(out, info, results);

@@ -21,6 +21,7 @@ struct RunInfo {
   std::string machine;  // CPU model and count, kernel
   std::string pool;     // target, pool set, created/opened, lanes
   std::string date;
+  unsigned cpus = 1;  // this process may run on (its affinity)
 };
 
 void print(std::FILE *out, Format f, const RunInfo &info, const std::vector<Result> &results);

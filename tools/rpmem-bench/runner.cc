@@ -2,6 +2,7 @@
 // Runs one operation on several lanes at once and times every call.
 #include "tools/rpmem-bench/runner.h"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,8 +10,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 namespace rpmem_bench {
 namespace {
@@ -23,7 +29,53 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// The CPU time of every thread of process `pid` (its tasks' schedstat:
+// nanoseconds on a CPU).
+double tasks_cpu_s(const std::string &pid) {
+  double total = 0;
+  std::error_code ec;
+  for (const auto &t : std::filesystem::directory_iterator("/proc/" + pid + "/task", ec)) {
+    std::ifstream in(t.path() / "schedstat");
+    unsigned long long ns = 0;
+    if (in >> ns) total += static_cast<double>(ns) / 1e9;
+  }
+  return total;
+}
+
 }  // namespace
+
+double process_cpu_s() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
+
+double descendants_cpu_s() {
+  std::map<long, std::vector<long>> children;  // by parent
+  std::error_code ec;
+  for (const auto &e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    std::getline(in, stat);
+    const size_t close = stat.rfind(')');  // the name may hold spaces and ')'
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    char state = 0;
+    long ppid = 0;
+    if (rest >> state >> ppid) children[ppid].push_back(std::stol(name));
+  }
+  double total = 0;
+  std::vector<long> todo = children[::getpid()];
+  while (!todo.empty()) {
+    const long pid = todo.back();
+    todo.pop_back();
+    total += tasks_cpu_s(std::to_string(pid));
+    for (long c : children[pid]) todo.push_back(c);
+  }
+  return total;
+}
 
 RunSamples run_lanes(const Options &opt, unsigned lanes, const Workload &w,
                      const std::string &label) {
@@ -95,6 +147,7 @@ RunSamples run_lanes(const Options &opt, unsigned lanes, const Workload &w,
     std::this_thread::sleep_for(std::chrono::duration<double>(opt.warmup_s));
   }
   start = Clock::now();
+  const double cpu0 = process_cpu_s(), daemon_cpu0 = descendants_cpu_s();
   int expected = kWarmup;
   phase.compare_exchange_strong(expected, kMeasure, std::memory_order_acq_rel);
 
@@ -119,6 +172,8 @@ RunSamples run_lanes(const Options &opt, unsigned lanes, const Workload &w,
     }
   }
   for (auto &t : threads) t.join();
+  out.cpu_s = process_cpu_s() - cpu0;
+  out.daemon_cpu_s = descendants_cpu_s() - daemon_cpu0;
   if (printed && tty) std::fprintf(stderr, "\r\033[K");
 
   auto end = *std::max_element(ends.begin(), ends.end());
