@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/log.h"
 
+#include <gcrypt.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -65,34 +66,47 @@ bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir,
   return hkdf(master.data(), master.size(), info, sizeof(info), out.data(), out.size());
 }
 
+namespace {
+
+// libgcrypt is ready for use in this process: its version is checked once
+// (the step a library takes; the program's own set-up, if it has one, is
+// left to it).
+bool gcrypt_ready() noexcept {
+  static const bool ready = gcry_check_version(GCRYPT_VERSION) != nullptr;
+  return ready;
+}
+
+}  // namespace
+
 FrameCipher::FrameCipher(const SealKey &key, bool seal, uint64_t rotate_frames,
                          uint64_t rotate_bytes) noexcept
-    : ctx_(EVP_CIPHER_CTX_new()),
-      key_(key),
+    : key_(key),
       seal_(seal),
       rotate_frames_(std::max<uint64_t>(rotate_frames, 1)),
       rotate_bytes_(std::max<uint64_t>(rotate_bytes, 1)) {
-  if (ctx_ &&
-      (EVP_CipherInit_ex(ctx_, EVP_aes_128_gcm(), nullptr, nullptr, nullptr, seal_ ? 1 : 0) != 1 ||
-       !set_key()))
-    disable();
+  if (!gcrypt_ready() || gcry_cipher_open(&hd_, GCRY_CIPHER_AES128, GCRY_CIPHER_MODE_GCM, 0) != 0) {
+    hd_ = nullptr;
+    return;
+  }
+  if (!set_key()) disable();
 }
 
 FrameCipher::~FrameCipher() {
-  EVP_CIPHER_CTX_free(ctx_);
+  disable();
   OPENSSL_cleanse(key_.data(), key_.size());
 }
 
 // The key schedule is made here, once per key; each frame sets only its
 // nonce.
 bool FrameCipher::set_key() noexcept {
-  return EVP_CipherInit_ex(ctx_, nullptr, nullptr, key_.data(), nullptr, seal_ ? 1 : 0) == 1;
+  return gcry_cipher_setkey(hd_, key_.data(), key_.size()) == 0;
 }
 
-// For good: ok() is false from now on, and every seal or open fails.
+// For good: ok() is false from now on, and every seal or open fails. The
+// handle's memory (the key schedule) is wiped as it is closed.
 void FrameCipher::disable() noexcept {
-  EVP_CIPHER_CTX_free(ctx_);
-  ctx_ = nullptr;
+  if (hd_) gcry_cipher_close(hd_);
+  hd_ = nullptr;
 }
 
 void FrameCipher::count(size_t len) noexcept {
@@ -123,25 +137,23 @@ void nonce_of(uint64_t n, uint8_t (&iv)[12]) {
 }  // namespace
 
 bool FrameCipher::seal(const iovec *iov, int n, size_t len, uint8_t *out) noexcept {
-  if (!ctx_ || !seal_ || len == 0 || len > kMaxSealedFrame) return false;
+  if (!hd_ || !seal_ || len == 0 || len > kMaxSealedFrame) return false;
   uint8_t iv[12];
   nonce_of(frames_, iv);
   put_le32(out, static_cast<uint32_t>(len));
-  int outl = 0;
-  bool ok = EVP_EncryptInit_ex(ctx_, nullptr, nullptr, nullptr, iv) == 1 &&
-            EVP_EncryptUpdate(ctx_, nullptr, &outl, out, kSealedHeader) == 1;
+  bool ok = gcry_cipher_setiv(hd_, iv, sizeof(iv)) == 0 &&
+            gcry_cipher_authenticate(hd_, out, kSealedHeader) == 0;
   uint8_t *p = out + kSealedHeader;
   size_t left = len;
   for (int i = 0; ok && i < n && left > 0; ++i) {
     const size_t take = std::min(iov[i].iov_len, left);
     if (take == 0) continue;
-    ok = EVP_EncryptUpdate(ctx_, p, &outl, static_cast<const uint8_t *>(iov[i].iov_base),
-                           static_cast<int>(take)) == 1;
-    p += outl;
+    if (take == left) ok = gcry_cipher_final(hd_) == 0;  // the last piece follows
+    ok = ok && gcry_cipher_encrypt(hd_, p, take, iov[i].iov_base, take) == 0;
+    p += take;
     left -= take;
   }
-  ok = ok && left == 0 && EVP_EncryptFinal_ex(ctx_, p, &outl) == 1 &&
-       EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_AEAD_GET_TAG, kSealedTag, p + outl) == 1;
+  ok = ok && left == 0 && gcry_cipher_gettag(hd_, p, kSealedTag) == 0;
   if (!ok) {
     // A seal that failed half way has used its nonce: the cipher ends, so
     // that no other plaintext is ever sealed under it.
@@ -153,24 +165,19 @@ bool FrameCipher::seal(const iovec *iov, int n, size_t len, uint8_t *out) noexce
 }
 
 bool FrameCipher::open(uint8_t *frame, size_t len, uint8_t *out) noexcept {
-  if (!ctx_ || seal_ || len <= kSealedHeader + kSealedTag) return false;
+  if (!hd_ || seal_ || len <= kSealedHeader + kSealedTag) return false;
   const size_t n = len - kSealedHeader - kSealedTag;
   if (get_le32(frame) != n) return false;
   uint8_t iv[12];
   nonce_of(frames_, iv);
-  uint8_t tag[kSealedTag];
-  std::memcpy(tag, frame + kSealedHeader + n, kSealedTag);
-  int outl = 0;
-  uint8_t *const c = frame + kSealedHeader;
-  uint8_t *const p = out ? out : c;
-  bool ok = EVP_DecryptInit_ex(ctx_, nullptr, nullptr, nullptr, iv) == 1 &&
-            EVP_DecryptUpdate(ctx_, nullptr, &outl, frame, kSealedHeader) == 1 &&
-            EVP_DecryptUpdate(ctx_, p, &outl, c, static_cast<int>(n)) == 1 &&
-            EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_AEAD_SET_TAG, kSealedTag, tag) == 1;
-  if (ok) {
-    int fin = 0;
-    ok = EVP_DecryptFinal_ex(ctx_, p + outl, &fin) > 0;
-  }
+  const uint8_t *const c = frame + kSealedHeader;
+  uint8_t *const p = out ? out : frame + kSealedHeader;
+  const bool ok =
+      gcry_cipher_setiv(hd_, iv, sizeof(iv)) == 0 &&
+      gcry_cipher_authenticate(hd_, frame, kSealedHeader) == 0 && gcry_cipher_final(hd_) == 0 &&
+      (out ? gcry_cipher_decrypt(hd_, p, n, c, n) : gcry_cipher_decrypt(hd_, p, n, nullptr, 0)) ==
+          0 &&
+      gcry_cipher_checktag(hd_, c + n, kSealedTag) == 0;
   if (!ok) {
     OPENSSL_cleanse(p, n);  // no unauthenticated byte is left to read
     disable();
