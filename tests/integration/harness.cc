@@ -71,9 +71,7 @@ struct TestPass {
       ::setenv("RPMEM_DATA_SEAL", "0", 1);
     else
       ::unsetenv("RPMEM_DATA_SEAL");
-    struct statfs st {};
-    if (::statfs("/dev/shm", &st) == 0 && st.f_type == TMPFS_MAGIC)
-      ::setenv("RPMEM_TEST_DIR", "/dev/shm", 0);
+    if (in_ram("/dev/shm")) ::setenv("RPMEM_TEST_DIR", "/dev/shm", 0);
   }
 };
 TestPass g_test_pass;
