@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace rpmem_bench {
 namespace {
@@ -48,19 +49,25 @@ const Result *find(const std::vector<Result> &rs, Op op, size_t size, unsigned l
   return nullptr;
 }
 
+// The cleartext operation an encrypted case is set against (same size and
+// lanes, same run); none for other cases.
+std::optional<Op> cleartext_op(Op op) {
+  if (op == Op::kPersistTls || op == Op::kPersistSealed) return Op::kPersist;
+  if (op == Op::kReadTls || op == Op::kReadSealed) return Op::kRead;
+  return std::nullopt;
+}
+
 Baseline baseline_of(const Result &r, const std::vector<Result> &rs) {
   Baseline b;
   if (is_raw(r.c.op)) return b;
   if (r.c.op == Op::kFlushDrain) {
     b.base = find(rs, Op::kPersist, r.c.size, r.c.lanes);
     b.name = "persist";
-  } else if (r.c.op == Op::kPersistTls || r.c.op == Op::kReadTls || r.c.op == Op::kPersistSealed ||
-             r.c.op == Op::kReadSealed) {
+  } else if (const auto clear = cleartext_op(r.c.op)) {
     // Encrypted lanes against cleartext lanes, same size and lanes, same run.
-    const bool persist = r.c.op == Op::kPersistTls || r.c.op == Op::kPersistSealed;
-    b.base = find(rs, persist ? Op::kPersist : Op::kRead, r.c.size, r.c.lanes);
+    b.base = find(rs, *clear, r.c.size, r.c.lanes);
     b.by_latency = r.c.size < kStreamFrom;
-    b.name = persist ? "persist" : "read";
+    b.name = op_name(*clear);
   } else if (r.c.op == Op::kPersistWide) {
     b.base = find(rs, Op::kPersist, r.c.size, 1);
     b.by_latency = true;
@@ -101,10 +108,9 @@ double ratio_to(const Result &r, const std::vector<Result> &rs, Op op, bool late
 //   limit = size / ((C + S) / cpus).
 // 0 when this run has no such figures.
 double limit_mb_s(const Result &r, const std::vector<Result> &rs, unsigned cpus) {
-  const bool persist = r.c.op == Op::kPersistTls || r.c.op == Op::kPersistSealed;
-  if (!persist && r.c.op != Op::kReadTls && r.c.op != Op::kReadSealed) return 0;
-  if (r.c.size < kStreamFrom || cpus == 0) return 0;
-  const Result *clear = find(rs, persist ? Op::kPersist : Op::kRead, r.c.size, r.c.lanes);
+  const auto clear_op = cleartext_op(r.c.op);
+  if (!clear_op || r.c.size < kStreamFrom || cpus == 0) return 0;
+  const Result *clear = find(rs, *clear_op, r.c.size, r.c.lanes);
   const Result *seal = find(rs, Op::kRawSeal, r.c.size, 1);
   if (!clear || !seal || clear->cpu_us <= 0 || seal->cpu_us <= 0) return 0;
   const double us = (clear->cpu_us + clear->daemon_cpu_us + seal->cpu_us) / cpus;
