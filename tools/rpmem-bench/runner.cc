@@ -29,28 +29,15 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// The CPU time of every thread of process `pid` (its tasks' schedstat:
-// nanoseconds on a CPU).
-double tasks_cpu_s(const std::string &pid) {
-  double total = 0;
-  std::error_code ec;
-  for (const auto &t : std::filesystem::directory_iterator("/proc/" + pid + "/task", ec)) {
-    std::ifstream in(t.path() / "schedstat");
-    unsigned long long ns = 0;
-    if (in >> ns) total += static_cast<double>(ns) / 1e9;
-  }
-  return total;
-}
-
-}  // namespace
-
+// CPU seconds this process has used.
 double process_cpu_s() {
   timespec ts{};
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
-double descendants_cpu_s() {
+// The live processes descended from this one: the daemons it started.
+std::vector<long> descendants() {
   std::map<long, std::vector<long>> children;  // by parent
   std::error_code ec;
   for (const auto &e : std::filesystem::directory_iterator("/proc", ec)) {
@@ -66,16 +53,33 @@ double descendants_cpu_s() {
     long ppid = 0;
     if (rest >> state >> ppid) children[ppid].push_back(std::stol(name));
   }
-  double total = 0;
-  std::vector<long> todo = children[::getpid()];
+  std::vector<long> out, todo = children[::getpid()];
   while (!todo.empty()) {
     const long pid = todo.back();
     todo.pop_back();
-    total += tasks_cpu_s(std::to_string(pid));
+    out.push_back(pid);
     for (long c : children[pid]) todo.push_back(c);
+  }
+  return out;
+}
+
+// CPU seconds of every thread of `pids` (their tasks' schedstat:
+// nanoseconds on a CPU).
+double cpu_s_of(const std::vector<long> &pids) {
+  double total = 0;
+  for (long pid : pids) {
+    std::error_code ec;
+    for (const auto &t :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+      std::ifstream in(t.path() / "schedstat");
+      unsigned long long ns = 0;
+      if (in >> ns) total += static_cast<double>(ns) / 1e9;
+    }
   }
   return total;
 }
+
+}  // namespace
 
 RunSamples run_lanes(const Options &opt, unsigned lanes, const Workload &w,
                      const std::string &label) {
@@ -146,8 +150,11 @@ RunSamples run_lanes(const Options &opt, unsigned lanes, const Workload &w,
   } else {
     std::this_thread::sleep_for(std::chrono::duration<double>(opt.warmup_s));
   }
+  // The daemons are found before the measured part: the walk of /proc is
+  // not timed, and only their threads' counters are read around it.
+  const std::vector<long> daemons = descendants();
   start = Clock::now();
-  const double cpu0 = process_cpu_s(), daemon_cpu0 = descendants_cpu_s();
+  const double cpu0 = process_cpu_s(), daemon_cpu0 = cpu_s_of(daemons);
   int expected = kWarmup;
   phase.compare_exchange_strong(expected, kMeasure, std::memory_order_acq_rel);
 
@@ -173,7 +180,7 @@ RunSamples run_lanes(const Options &opt, unsigned lanes, const Workload &w,
   }
   for (auto &t : threads) t.join();
   out.cpu_s = process_cpu_s() - cpu0;
-  out.daemon_cpu_s = descendants_cpu_s() - daemon_cpu0;
+  out.daemon_cpu_s = cpu_s_of(daemons) - daemon_cpu0;
   if (printed && tty) std::fprintf(stderr, "\r\033[K");
 
   auto end = *std::max_element(ends.begin(), ends.end());

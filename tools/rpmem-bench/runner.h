@@ -27,11 +27,6 @@ struct Workload {
 RunSamples run_lanes(const Options &opt, unsigned lanes, const Workload &w,
                      const std::string &label);
 
-// CPU seconds this process has used, and those its descendants (live
-// processes only: the daemons it started) have.
-double process_cpu_s();
-double descendants_cpu_s();
-
 // Counts the allocations made inside library calls on this thread, while
 // an AllocScope is alive (see alloc_count.cc).
 struct AllocScope {
