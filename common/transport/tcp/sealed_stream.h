@@ -67,7 +67,7 @@ class FrameCipher {
   // Seals the `len` bytes of iov[0..n) (len <= kMaxSealedFrame) into
   // `out`: header, ciphertext, tag (len + kSealedHeader + kSealedTag bytes).
   // The plaintext is read from the iovecs once, as it is encrypted. False
-  // when OpenSSL fails; the cipher is then of no further use (its nonce
+  // when libgcrypt fails; the cipher is then of no further use (its nonce
   // may have been used).
   bool seal(const iovec *iov, int n, size_t len, uint8_t *out) noexcept;
   // Opens the whole frame at `frame` (header, ciphertext, tag) into `out`
