@@ -88,6 +88,11 @@ pieces; with --raw-disk, persists (and relaxed and deep ones) compare their
 calls/s with raw-dsync's; flush batches compare their MB/s with persist's. With more than one
 lane count, the table ends with each case's calls/s at every count and the
 ratio of each count to the one before it (lane scaling).
+The table ends with each case's CPU time per call: this process's and that of
+the daemons it started (their threads' schedstat). With --data-tls, from 64
+KiB up, each encrypted case is also set against the limit of this machine,
+size / ((cleartext's CPU per call + raw-seal's) / CPUs), as both ends share
+the CPUs on one machine.
 
 Example, with the local daemon of tools/rpmem-bench/run-local.sh:
   tools/rpmem-bench/run-local.sh build -b 64,4K,1M -l 1,2 -r 3
