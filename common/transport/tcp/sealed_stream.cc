@@ -6,6 +6,8 @@
 #include "common/log.h"
 
 #include <gcrypt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -56,6 +58,12 @@ constexpr char kLaneInfo[] = "rpmem sealed lane";
 constexpr char kNextInfo[] = "rpmem sealed lane next key";
 
 }  // namespace
+
+size_t sealed_frame_for(int mss) noexcept {
+  constexpr size_t kWhole = kSealedHeader + kMaxSealedFrame + kSealedTag;
+  if (mss < kMinSegment || static_cast<size_t>(mss) >= kWhole) return kMaxSealedFrame;
+  return kWhole / static_cast<size_t>(mss) * static_cast<size_t>(mss) - kSealedHeader - kSealedTag;
+}
 
 bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir,
                      SealKey &out) noexcept {
@@ -336,6 +344,18 @@ std::error_code SealedStream::receive(void *buf, size_t len, size_t &got, bool s
   }
 }
 
+size_t SealedStream::full_frame() noexcept {
+  if (mss_due_ == 0) {
+    int mss = 0;
+    socklen_t len = sizeof(mss);
+    if (::getsockopt(fd_, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) != 0) mss = 0;
+    full_frame_ = sealed_frame_for(mss);
+    mss_due_ = kSegmentCheckFrames;
+  }
+  --mss_due_;
+  return full_frame_;
+}
+
 std::error_code SealedStream::send_nowait(iovec *&iov, int &n) noexcept {
   if (failed_) return failed_;
   for (;;) {
@@ -345,6 +365,7 @@ std::error_code SealedStream::send_nowait(iovec *&iov, int &n) noexcept {
       size_t len = 0;
       for (int i = 0; i < n && len < kMaxSealedFrame; ++i)
         len += std::min(iov[i].iov_len, kMaxSealedFrame - len);
+      if (len == kMaxSealedFrame) len = full_frame();
       size_t off = 0;
       if (prefix_due_) {
         put_le32(out_.get(), static_cast<uint32_t>(lane_));

@@ -42,8 +42,21 @@ inline constexpr const char *kSealExporterLabel = "EXPORTER-rpmem-sealed-lanes";
 
 inline constexpr size_t kSealedHeader = 4;
 inline constexpr size_t kSealedTag = 16;
-// Plaintext bytes in one frame at most: a 1 MiB persist is 16 frames.
+// Plaintext bytes in one frame at most (a full frame: sealed_frame_for()).
 inline constexpr size_t kMaxSealedFrame = 64 * 1024;
+// A full frame's plaintext on a socket whose TCP segments carry `mss`
+// bytes: as much of kMaxSealedFrame as fills whole segments with the frame
+// (65463 bytes on loopback, one segment; 65140 for 1448-byte segments, 45
+// of them), so that no frame ends in a segment of its own. A frame of
+// kMaxSealedFrame took two segments on loopback, the second of 73 bytes:
+// one more packet to send and one more receive, per frame. kMaxSealedFrame
+// when `mss` is unknown (below kMinSegment) or a frame fits in one segment.
+inline constexpr int kMinSegment = 512;
+size_t sealed_frame_for(int mss) noexcept;
+// Full frames between two readings of the socket's segment size (it grows
+// as a connection warms up).
+inline constexpr unsigned kSegmentCheckFrames = 64;
+
 // kSealMasterSize, SealMaster, kSealRotateFrames and kSealRotateBytes: in
 // transport.h, beside LaneSeal.
 
@@ -117,7 +130,7 @@ class SealedStream final : public ByteStream {
   // The same; a frame that fits in what is left of `buf` is opened straight
   // into it (cleared again when it does not authenticate).
   std::error_code recv_scratch_nowait(void *buf, size_t len, size_t &got) noexcept override;
-  // Seals up to kMaxSealedFrame bytes of the iovecs at a time into the
+  // Seals a full frame of the iovecs (sealed_frame_for()) at a time into the
   // send buffer and sends it; the iovecs advance only past frames the
   // socket took whole, so a call retried with the same iovecs goes on.
   std::error_code send_nowait(iovec *&iov, int &n) noexcept override;
@@ -139,6 +152,7 @@ class SealedStream final : public ByteStream {
   std::error_code refuse(const char *why) noexcept;
   std::error_code fill() noexcept;
   std::error_code receive(void *buf, size_t len, size_t &got, bool scratch) noexcept;
+  size_t full_frame() noexcept;  // sealed_frame_for() this socket's segment size
 
   const int fd_;
   const SealKeys keys_;
@@ -155,6 +169,8 @@ class SealedStream final : public ByteStream {
   size_t out_sent_ = 0;
   size_t out_plain_ = 0;  // its plaintext bytes: the iovecs advance by them when it is sent
   bool prefix_due_;
+  size_t full_frame_ = kMaxSealedFrame;
+  unsigned mss_due_ = 0;  // full frames until the segment size is read again
   // Receive side: frames as they come; [plain_, plain_end_) is opened
   // plaintext not yet taken, [in_r_, in_w_) raw bytes after it.
   std::unique_ptr<uint8_t[]> in_;

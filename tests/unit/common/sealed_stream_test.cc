@@ -9,6 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -16,6 +19,7 @@
 #include <cerrno>
 #include <cstring>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -322,6 +326,76 @@ TEST(SealedStream, KeysRotateInStepOnBothSidesAndDoChange) {
   const auto unrotated = target_reads(keys_of(3), by_bytes, wants);
   EXPECT_FALSE(unrotated[2].ec);
   EXPECT_EQ(unrotated[3].ec, kRefused);
+}
+
+TEST(SealedFrames, AFullFrameFillsWholeSegments) {
+  EXPECT_EQ(sealed_frame_for(65483), 65463u);  // loopback: one segment
+  EXPECT_EQ(sealed_frame_for(32741), 65462u);  // loopback, a new connection: two
+  EXPECT_EQ(sealed_frame_for(1448), 65140u);   // Ethernet with timestamps: 45
+  constexpr size_t kWhole = kSealedHeader + kMaxSealedFrame + kSealedTag;
+  for (int mss = kMinSegment; static_cast<size_t>(mss) < kWhole; ++mss) {
+    const size_t wire = sealed_frame_for(mss) + kSealedHeader + kSealedTag;
+    ASSERT_EQ(wire % static_cast<size_t>(mss), 0u) << mss;
+    ASSERT_LE(wire, kWhole) << mss;
+    ASSERT_GT(wire + static_cast<size_t>(mss), kWhole) << mss;
+  }
+  // Unknown, too small to be real, or no split needed: the largest frame.
+  for (int mss : {-1, 0, 1, kMinSegment - 1, static_cast<int>(kWhole), 1 << 20})
+    EXPECT_EQ(sealed_frame_for(mss), kMaxSealedFrame) << mss;
+}
+
+int segment_size(int fd) {
+  int mss = 0;
+  socklen_t len = sizeof(mss);
+  EXPECT_EQ(::getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len), 0);
+  return mss;
+}
+
+TEST(SealedStream, OverTcpTheFramesOfALargeMessageFillWholeSegments) {
+  const int lst = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(lst, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof(addr);
+  ASSERT_EQ(::bind(lst, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(lst, 1), 0);
+  ASSERT_EQ(::getsockname(lst, reinterpret_cast<sockaddr *>(&addr), &alen), 0);
+  const int cfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(cfd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)), 0);
+  const int tfd = ::accept4(lst, nullptr, nullptr, SOCK_CLOEXEC);
+  ::close(lst);
+  ASSERT_GE(tfd, 0);
+  const int one = 1;
+  ::setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  ASSERT_EQ(::fcntl(cfd, F_SETFL, O_NONBLOCK), 0);
+  // The segment size a full frame may be cut for: the one at the start,
+  // or a larger one when the connection has warmed up.
+  std::set<size_t> full = {sealed_frame_for(segment_size(cfd))};
+  std::string big((4 << 20) + 1000, 'x');
+  std::thread sender([&] {
+    auto c = SealedStream::client(cfd, keys_of(6), 0);
+    EXPECT_FALSE(send_msg(*c, big));
+    full.insert(sealed_frame_for(segment_size(cfd)));
+  });  // the stream closes cfd
+  Bytes wire;
+  uint8_t buf[1 << 16];
+  for (ssize_t n; (n = ::recv(tfd, buf, sizeof(buf), 0)) > 0;)
+    wire.insert(wire.end(), buf, buf + n);
+  ::close(tfd);
+  sender.join();
+  ASSERT_FALSE(full.count(kMaxSealedFrame)) << "loopback has segments smaller than a frame";
+  const auto frames = frames_of(wire);
+  ASSERT_GT(frames.size(), 64u);  // past the next reading of the segment size
+  size_t plain = 0;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const size_t n = frames[i].size() - kSealedHeader - kSealedTag;
+    plain += n;
+    if (i + 1 < frames.size()) {
+      EXPECT_TRUE(full.count(n)) << "frame " << i << ": " << n << " bytes";
+    }
+  }
+  EXPECT_EQ(plain, big.size());
 }
 
 TEST(FrameCipher, CountsItsRotations) {
