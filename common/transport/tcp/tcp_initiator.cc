@@ -164,7 +164,10 @@ std::error_code TcpInitiatorLane::read(void *dst, uint64_t offset, uint64_t leng
   if (reply.status) return errc(static_cast<int>(reply.status));
   auto *p = static_cast<uint8_t *>(dst);
   size_t have = 0;
-  while (tls_ && have < length) {
+  // In all, the spins last the lane's timeout at most: a target that sends
+  // a small frame every 99 us is then waited for asleep.
+  const auto spin_end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms_);
+  while (tls_ && have < length && std::chrono::steady_clock::now() < spin_end) {
     const size_t got = stream_recv_spinning(*tls_, p + have, length - have, kFrameSpin);
     if (got == 0) break;  // nothing within kFrameSpin, or an error: recv_exact says which
     have += got;

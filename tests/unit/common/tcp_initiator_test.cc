@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <deque>
+#include <thread>
 #include <vector>
 
 namespace rpmem::transport::tcp {
@@ -26,8 +28,12 @@ using Bytes = std::vector<uint8_t>;
 // it goes on at once; fd() counts those waits.
 class FramesStream final : public ByteStream {
  public:
-  FramesStream(std::deque<Bytes> pieces, unsigned gap)
-      : pieces_(std::move(pieces)), gap_(gap), fd_(::eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  FramesStream(std::deque<Bytes> pieces, unsigned gap,
+               std::chrono::microseconds pause = std::chrono::microseconds(0))
+      : pieces_(std::move(pieces)),
+        gap_(gap),
+        pause_(pause),
+        fd_(::eventfd(1, EFD_CLOEXEC | EFD_NONBLOCK)) {}
   ~FramesStream() override { ::close(fd_); }
 
   int fd() const noexcept override {
@@ -41,6 +47,8 @@ class FramesStream final : public ByteStream {
       ++empty_;
       return {};
     }
+    // Slow pieces until the client waits on fd(), then the rest at once.
+    if (pause_.count() > 0 && waits_ == 0) std::this_thread::sleep_for(pause_);
     Bytes &piece = pieces_.front();
     got = std::min(len, piece.size());
     std::memcpy(buf, piece.data(), got);
@@ -56,10 +64,12 @@ class FramesStream final : public ByteStream {
     return {};
   }
   unsigned waits() const noexcept { return waits_; }
+  int raw_fd() const noexcept { return fd_; }  // not counted
 
  private:
   std::deque<Bytes> pieces_;
   const unsigned gap_;
+  const std::chrono::microseconds pause_;
   unsigned empty_ = 0;
   const int fd_;
   mutable unsigned waits_ = 0;
@@ -81,7 +91,7 @@ TEST(TcpInitiatorLane, AnEncryptedReadReplyIsWaitedForFrameByFrameWithoutSleepin
                           want.begin() + static_cast<std::ptrdiff_t>((f + 1) * kFrame));
     auto stream = std::make_unique<FramesStream>(std::move(pieces), 3);
     FramesStream &s = *stream;
-    TcpInitiatorLane lane(s.fd(), nullptr, 1000, 2, std::move(stream));
+    TcpInitiatorLane lane(s.raw_fd(), nullptr, 1000, 2, std::move(stream));
     const unsigned before = s.waits();
     Bytes got(want.size());
     ASSERT_FALSE(lane.read(got.data(), 0, got.size()));
@@ -89,6 +99,27 @@ TEST(TcpInitiatorLane, AnEncryptedReadReplyIsWaitedForFrameByFrameWithoutSleepin
     fewest = std::min(fewest, s.waits() - before);
   }
   EXPECT_EQ(fewest, 0u) << "the client slept between the frames of a reply under way";
+}
+
+TEST(TcpInitiatorLane, ASpinForFramesLastsTheLanesTimeoutAtMost) {
+  // A target that sends a one-byte frame each millisecond (200 would take
+  // 200 ms): with a 20 ms timeout, the client spins for the first ones,
+  // then sleeps (and the fake sends the rest at once).
+  constexpr size_t kBytes = 200;
+  Bytes want(kBytes);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<uint8_t>(i * 7 + 1);
+  uint8_t header[proto::kDataReplySize];
+  proto::encode(proto::DataReply{0, DataOp::kRead, want.size()}, header);
+  std::deque<Bytes> pieces{Bytes(header, header + sizeof(header))};
+  for (uint8_t b : want) pieces.push_back({b});
+  auto stream =
+      std::make_unique<FramesStream>(std::move(pieces), 1, std::chrono::microseconds(1000));
+  FramesStream &s = *stream;
+  TcpInitiatorLane lane(s.raw_fd(), nullptr, 20, 2, std::move(stream));
+  Bytes got(want.size());
+  ASSERT_FALSE(lane.read(got.data(), 0, got.size()));
+  EXPECT_EQ(got, want);
+  EXPECT_GT(s.waits(), 0u) << "the client spun for a slow reply past the lane's timeout";
 }
 
 }  // namespace
