@@ -60,9 +60,9 @@ constexpr char kNextInfo[] = "rpmem sealed lane next key";
 }  // namespace
 
 size_t sealed_frame_for(int mss) noexcept {
-  constexpr size_t kWhole = kSealedHeader + kMaxSealedFrame + kSealedTag;
-  if (mss < kMinSegment || static_cast<size_t>(mss) >= kWhole) return kMaxSealedFrame;
-  return kWhole / static_cast<size_t>(mss) * static_cast<size_t>(mss) - kSealedHeader - kSealedTag;
+  if (mss < kMinSegment || static_cast<size_t>(mss) >= kMaxFrameBytes) return kMaxSealedFrame;
+  const size_t seg = static_cast<size_t>(mss);
+  return kMaxFrameBytes / seg * seg - kSealedHeader - kSealedTag;
 }
 
 bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir,

@@ -5,11 +5,11 @@
 // to the reader.
 #include "common/transport/tcp/sealed_stream.h"
 
+#include "common/transport/tcp/socket_io.h"
 #include "common/transport/tcp/tls_stream.h"
 
 #include <gtest/gtest.h>
 
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -366,9 +366,8 @@ TEST(SealedStream, OverTcpTheFramesOfALargeMessageFillWholeSegments) {
   const int tfd = ::accept4(lst, nullptr, nullptr, SOCK_CLOEXEC);
   ::close(lst);
   ASSERT_GE(tfd, 0);
-  const int one = 1;
-  ::setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  ASSERT_EQ(::fcntl(cfd, F_SETFL, O_NONBLOCK), 0);
+  set_nodelay(cfd);  // as connect_lanes() sets up a lane
+  ASSERT_FALSE(set_nonblocking(cfd, true));
   // The segment size a full frame may be cut for: the one at the start,
   // or a larger one when the connection has warmed up.
   std::set<size_t> full = {sealed_frame_for(segment_size(cfd))};
