@@ -391,7 +391,8 @@ void encode(const LaneHello &m, uint8_t (&out)[kLaneHelloSize]) {
   store_le(out + 4, m.major, 2);
   store_le(out + 6, m.minor, 2);
   std::memcpy(out + 8, m.secret.data(), kSecretSize);
-  store_le(out + 40, m.lane, 4);
+  store_le(out + 40, m.lane & kMaxLaneNumber, 2);
+  store_le(out + 42, m.epoch, 2);
   store_le(out + 44, m.nlanes, 4);
 }
 
@@ -401,9 +402,10 @@ std::optional<LaneHello> decode_lane_hello(std::span<const uint8_t> b) {
   m.major = static_cast<uint16_t>(load_le(b.data() + 4, 2));
   m.minor = static_cast<uint16_t>(load_le(b.data() + 6, 2));
   std::memcpy(m.secret.data(), b.data() + 8, kSecretSize);
-  m.lane = static_cast<uint32_t>(load_le(b.data() + 40, 4));
+  m.lane = static_cast<uint32_t>(load_le(b.data() + 40, 2));
+  m.epoch = static_cast<uint16_t>(load_le(b.data() + 42, 2));
   m.nlanes = static_cast<uint32_t>(load_le(b.data() + 44, 4));
-  if (m.nlanes == 0 || m.lane >= m.nlanes) return std::nullopt;
+  if (m.nlanes == 0 || m.nlanes > kMaxLaneNumber || m.lane >= m.nlanes) return std::nullopt;
   return m;
 }
 

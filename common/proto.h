@@ -43,12 +43,17 @@ inline constexpr uint16_t kMajor = 1;
 // it beside kLaneTls (only towards a daemon whose hello says minor >= 5):
 // it can seal; the daemon answers kLaneTls | kLaneSealed when the lanes are
 // sealed rather than inside TLS.
-inline constexpr uint16_t kMinor = 5;
+// Minor 6: lanes that come back. A lane hello may carry an epoch above 0:
+// the lane connects again within its session (its connection broke or
+// stalled) and the target serves it on the new connection from then on.
+// A client sends one only to a daemon whose hello says minor >= 6.
+inline constexpr uint16_t kMinor = 6;
 inline constexpr uint16_t kMinorKeepalive = 1;
 inline constexpr uint16_t kMinorStaged = 2;
 inline constexpr uint16_t kMinorLaneTls = 3;
 inline constexpr uint16_t kMinorBounded = 4;
 inline constexpr uint16_t kMinorSealed = 5;
+inline constexpr uint16_t kMinorResume = 6;
 
 inline constexpr size_t kFrameHeaderSize = 8;
 inline constexpr uint32_t kMaxControlPayload = 64 * 1024;
@@ -213,11 +218,16 @@ inline constexpr uint32_t kLaneMagic = 0x4c4d5052;  // "RPML"
 inline constexpr size_t kLaneHelloSize = 48;
 inline constexpr size_t kLaneHelloReplySize = 8;
 
+// Lanes a session may have at most: a lane number fits in 16 bits, beside
+// the epoch in the hello's u32 lane field.
+inline constexpr uint32_t kMaxLaneNumber = 0xffff;
+
 struct LaneHello {  // client -> target, first bytes of a data connection
   uint16_t major = kMajor;
   uint16_t minor = kMinor;
   Secret secret{};
-  uint32_t lane = 0;
+  uint32_t lane = 0;    // u16 on the wire, the low half of a u32
+  uint16_t epoch = 0;   // the high half: 0 first, then one more each time it comes back
   uint32_t nlanes = 0;  // the final lane count of this session
 };
 void encode(const LaneHello &m, uint8_t (&out)[kLaneHelloSize]);

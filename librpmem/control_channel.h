@@ -38,6 +38,10 @@ class ControlChannel {
   }
   // Ends the channel (and reaps what it started), bounded by `timeout`.
   virtual void close(std::chrono::milliseconds timeout) noexcept = 0;
+  // A descriptor that reports a hang-up (POLLRDHUP, POLLHUP) when the other
+  // side ends the channel: the socket, or the pipe from ssh. -1: none. The
+  // caller polls a dup() of it, never reads it.
+  virtual int hangup_fd() const noexcept { return -1; }
 };
 
 }  // namespace rpmem

@@ -10,7 +10,11 @@
 #include "librpmem/ssh_channel.h"
 #include "librpmem/tls_channel.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -33,28 +37,41 @@ int fail(int err, const std::string &msg, const std::string &detail) {
 
 std::string with_errno(const char *msg, int err) { return std::string(msg) + ": " + strerror(err); }
 
+// "no answer from the target for 20 s": what a timed-out wait says.
+std::string no_answer(std::chrono::milliseconds waited) {
+  char buf[64];
+  if (waited.count() % 1000 == 0)
+    std::snprintf(buf, sizeof(buf), "no answer from the target for %lld s",
+                  static_cast<long long>(waited.count() / 1000));
+  else
+    std::snprintf(buf, sizeof(buf), "no answer from the target for %lld ms",
+                  static_cast<long long>(waited.count()));
+  return buf;
+}
+
 // A control-channel failure while it is set up (before the first status).
-int oob_failure(std::error_code ec, ControlChannel &ch) {
-  int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
+// A wait that ran out is ETIMEDOUT, and the message says so; anything else
+// in PMDK's words (ECONNRESET, or EPROTO).
+int oob_failure(std::error_code ec, ControlChannel &ch, std::chrono::milliseconds waited) {
   std::string detail = ch.diagnostics();
   if (ec == std::errc::timed_out)
-    detail = "no answer in time" + (detail.empty() ? "" : ": " + detail);
-  else if (detail.empty())
-    detail = ec.message();
+    return fail(ETIMEDOUT, "out-of-band connection failed: " + no_answer(waited), detail);
+  int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
+  if (detail.empty()) detail = ec.message();
   return fail(err, with_errno("out-of-band connection failed", err), detail);
 }
 
-// A failed exchange of a create/open request, in PMDK's words.
-int request_failure(std::error_code ec, ControlChannel &ch, bool create, bool sending) {
-  int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
+// A failed exchange of a create/open request, in PMDK's words (a timeout:
+// ETIMEDOUT, naming it).
+int request_failure(std::error_code ec, ControlChannel &ch, bool create, bool sending,
+                    std::chrono::milliseconds waited) {
   std::string what = std::string(sending ? "sending " : "receiving ") +
                      (create ? "create" : "open") +
                      (sending ? " request message failed" : " request response failed");
   std::string detail = ch.diagnostics();
-  if (ec == std::errc::timed_out)
-    detail = "no answer in time" + (detail.empty() ? "" : ": " + detail);
-  else if (detail.empty())
-    detail = ec.message();
+  if (ec == std::errc::timed_out) return fail(ETIMEDOUT, what + ": " + no_answer(waited), detail);
+  int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
+  if (detail.empty()) detail = ec.message();
   return fail(err, with_errno(what.c_str(), err), detail);
 }
 
@@ -125,31 +142,84 @@ Pool::Pool(Settings settings, std::unique_ptr<ControlChannel> channel, const uin
 
 Pool::~Pool() { stop_keepalive(); }
 
+// How long close() of a lost pool waits for the channel to end (ssh to
+// exit, TLS to shut down) before it lets go of it.
+constexpr std::chrono::milliseconds kLostCloseWait{200};
+
 // rpmemd ends a session whose keepalives stop for its peer-timeout (at
 // least 10 s).
 constexpr std::chrono::seconds kKeepaliveInterval{3};
 
-void Pool::start_keepalive() {
-  keepalive_ = std::thread([this] {
-    // The first one at once: from then on the daemon expects them.
-    std::unique_lock lock(control_mu_);
-    do {
+void Pool::start_keepalive(bool send_keepalives) {
+  const int watched = channel_->hangup_fd();
+  if (!send_keepalives && watched < 0) return;
+  keepalive_stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (keepalive_stop_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  // A copy of the descriptor: the channel may close its own on a timeout,
+  // and the number must not name another file while it is watched.
+  const int hangup = watched >= 0 ? ::fcntl(watched, F_DUPFD_CLOEXEC, 0) : -1;
+  try {
+    keepalive_ = std::thread([this, hangup, send_keepalives] {
+      watch_channel(hangup, send_keepalives);
+      if (hangup >= 0) ::close(hangup);
+    });
+  } catch (...) {
+    if (hangup >= 0) ::close(hangup);
+    ::close(keepalive_stop_fd_);
+    keepalive_stop_fd_ = -1;
+    throw;
+  }
+}
+
+void Pool::watch_channel(int hangup, bool send_keepalives) noexcept {
+  // The first keepalive at once: from then on the daemon expects them.
+  for (;;) {
+    if (send_keepalives) {
+      std::lock_guard lock(control_mu_);
       if (auto ec = channel_->send(proto::encode_keepalive(), settings_.control_timeout())) {
         RPMEM_LOG_WARN("keepalive: %s", ec.message().c_str());
-        return;
+        send_keepalives = false;  // the channel is gone; still watched for its end
+        if (hangup < 0) return;
       }
-    } while (!keepalive_cv_.wait_for(lock, kKeepaliveInterval, [this] { return keepalive_stop_; }));
-  });
+    }
+    pollfd p[2] = {{keepalive_stop_fd_, POLLIN, 0}, {hangup, POLLRDHUP, 0}};
+    const int rc = ::poll(p, hangup >= 0 ? 2 : 1,
+                          static_cast<int>(std::chrono::milliseconds(kKeepaliveInterval).count()));
+    if (rc < 0 && errno != EINTR) return;
+    if (rc <= 0) continue;
+    if (p[0].revents) return;  // stop
+    if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+      lose("the target's rpmemd ended the session (control channel closed)");
+      return;
+    }
+  }
 }
 
 void Pool::stop_keepalive() noexcept {
-  if (!keepalive_.joinable()) return;
-  {
-    std::lock_guard lock(control_mu_);
-    keepalive_stop_ = true;
+  if (keepalive_stop_fd_ < 0) return;
+  const uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(keepalive_stop_fd_, &one, sizeof(one));
+  if (keepalive_.joinable()) keepalive_.join();
+  ::close(keepalive_stop_fd_);
+  keepalive_stop_fd_ = -1;
+}
+
+void Pool::lose(const std::string &why) noexcept {
+  int expected = 0;
+  if (!error_.compare_exchange_strong(expected, ECONNRESET)) return;
+  try {
+    std::lock_guard lock(lost_mu_);
+    lost_why_ = why;
+  } catch (...) {
   }
-  keepalive_cv_.notify_all();
-  keepalive_.join();
+  RPMEM_LOG_ERR("target lost: %s", why.c_str());
+  // Calls blocked on other lanes return now, not at their bound.
+  for (auto &l : lanes_) l->shutdown();
+}
+
+std::string Pool::lost_why() const {
+  std::lock_guard lock(lost_mu_);
+  return lost_why_.empty() ? strerror(ECONNRESET) : lost_why_;
 }
 
 namespace {
@@ -202,9 +272,10 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   const auto ctl_timeout = settings.control_timeout();
 
   proto::Bytes payload;
-  if (auto ec = ch.recv(MsgType::kHello, payload, ctl_timeout)) return oob_failure(ec, ch);
+  if (auto ec = ch.recv(MsgType::kHello, payload, ctl_timeout))
+    return oob_failure(ec, ch, ctl_timeout);
   auto hello = proto::decode_hello(payload);
-  if (!hello) return oob_failure(errc(EPROTO), ch);
+  if (!hello) return oob_failure(errc(EPROTO), ch, ctl_timeout);
   if (hello->status != 0) {
     int err = hello->status < 4096 ? static_cast<int>(hello->status) : EPROTO;
     return fail(err, with_errno("out-of-band connection failed", err), ch.diagnostics());
@@ -231,9 +302,9 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
     return fail(EINVAL, proto::status_message(proto::Status::kBadName));
   if (auto ec =
           ch.send(proto::encode(args.create ? MsgType::kCreate : MsgType::kOpen, req), ctl_timeout))
-    return request_failure(ec, ch, args.create, true);
+    return request_failure(ec, ch, args.create, true, ctl_timeout);
   if (auto ec = ch.recv(MsgType::kPoolResp, payload, ctl_timeout))
-    return request_failure(ec, ch, args.create, false);
+    return request_failure(ec, ch, args.create, false, ctl_timeout);
   auto resp = proto::decode_pool_response(payload);
   if (!resp || (resp->status == proto::Status::kSuccess && resp->nlanes > req.nlanes))
     return fail(EPROTO, "invalid response from the target");
@@ -267,6 +338,7 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   params.timeout = pool->settings_.timeout;
   params.provider_data = resp->provider_data;
   params.work_queue_size = pool->settings_.work_queue_size;
+  params.comeback = hello->minor >= proto::kMinorResume;
   Result<std::vector<std::unique_ptr<transport::InitiatorLane>>> lanes =
       Error{errc(EPROTO), "the target did not put the data lanes inside TLS (RPMEM_DATA_TLS=1)"};
   if (lane_tls && resp->transport != proto::TransportKind::kTcp) {
@@ -320,12 +392,10 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
                 lanes.error().message);
   }
   pool->lanes_ = std::move(lanes.value());
-  if (hello->minor >= proto::kMinorKeepalive) {
-    try {
-      pool->start_keepalive();
-    } catch (const std::system_error &e) {  // the session works without
-      RPMEM_LOG_WARN("no keepalive thread: %s", e.what());
-    }
+  try {
+    pool->start_keepalive(hello->minor >= proto::kMinorKeepalive);
+  } catch (const std::system_error &e) {  // the session works without
+    RPMEM_LOG_WARN("no keepalive thread: %s", e.what());
   }
   nlanes = resp->nlanes;
   if (open_attr && !args.create) *open_attr = resp->attr;
@@ -343,7 +413,7 @@ int Pool::check(size_t offset, size_t length, unsigned lane, bool guard_header) 
     return EINVAL;
   }
   if (int err = error_.load(std::memory_order_relaxed)) {
-    set_errormsg("connection lost: %s", strerror(err));
+    set_errormsg("connection lost: %s", lost_why().c_str());
     return err;
   }
   if (lane >= lanes_.size()) {
@@ -357,16 +427,22 @@ int Pool::check(size_t offset, size_t length, unsigned lane, bool guard_header) 
   return 0;
 }
 
-int Pool::lane_result(std::error_code ec, const char *op) noexcept {
+int Pool::lane_result(std::error_code ec, const char *op, unsigned lane) noexcept {
   if (!ec) return 0;
   int err = ec.value();
   if (err == ECONNRESET || err == EPROTO) {
-    // The connection is gone: fail every lane now, so that calls blocked on
-    // other lanes return too, and every later call fails fast.
-    int expected = 0;
-    error_.compare_exchange_strong(expected, ECONNRESET);
-    for (auto &l : lanes_) l->shutdown();
-    err = ECONNRESET;
+    // The target is gone for good (the lane rode out what it could): fail
+    // every lane now, so that calls blocked on other lanes return too, and
+    // every later call fails fast.
+    std::string why;
+    try {
+      why = lanes_[lane]->failure();
+    } catch (...) {
+    }
+    if (why.empty()) why = strerror(err);
+    lose(why);
+    set_errormsg("%s operation failed: %s", op, lost_why().c_str());
+    return ECONNRESET;
   }
   set_errormsg("%s operation failed: %s", op, strerror(err));
   return err;
@@ -380,7 +456,7 @@ int Pool::persist(size_t offset, size_t length, unsigned lane, unsigned flags) n
   if (int err = check(offset, length, lane, true)) return err;
   if (length == 0) return 0;
   return lane_result(lanes_[lane]->write(transport::DataOp::kPersist, offset, length, flags != 0),
-                     "persist");
+                     "persist", lane);
 }
 
 // PMDK's deep_persist and read had one text for every failure after the
@@ -392,7 +468,7 @@ int Pool::deep_persist(size_t offset, size_t length, unsigned lane) noexcept {
   int err = check(offset, length, lane, false);
   if (err == 0 && length > 0)
     err = lane_result(lanes_[lane]->write(transport::DataOp::kDeepPersist, offset, length, false),
-                      "persist");
+                      "persist", lane);
   if (err != 0) set_errormsg("persist operation failed");
   return err;
 }
@@ -405,7 +481,7 @@ int Pool::flush(size_t offset, size_t length, unsigned lane, unsigned flags) noe
   if (int err = check(offset, length, lane, true)) return err;
   if (length == 0) return 0;
   return lane_result(lanes_[lane]->write(transport::DataOp::kFlush, offset, length, flags != 0),
-                     "flush");
+                     "flush", lane);
 }
 
 int Pool::drain(unsigned lane, unsigned flags) noexcept {
@@ -414,20 +490,24 @@ int Pool::drain(unsigned lane, unsigned flags) noexcept {
     return EINVAL;
   }
   if (int err = check(0, 0, lane, false)) return err;
-  return lane_result(lanes_[lane]->drain(), "drain");
+  return lane_result(lanes_[lane]->drain(), "drain", lane);
 }
 
 int Pool::read(void *buf, size_t offset, size_t length, unsigned lane) noexcept {
   if (error_.load(std::memory_order_relaxed)) return check(offset, length, lane, false);
   int err = check(offset, length, lane, false);
-  if (err == 0 && length > 0) err = lane_result(lanes_[lane]->read(buf, offset, length), "read");
-  if (err != 0) set_errormsg("read operation failed: %s", strerror(err));
+  if (err == 0 && length > 0)
+    err = lane_result(lanes_[lane]->read(buf, offset, length), "read", lane);
+  if (err == ECONNRESET)
+    set_errormsg("read operation failed: %s", lost_why().c_str());
+  else if (err != 0)
+    set_errormsg("read operation failed: %s", strerror(err));
   return err;
 }
 
 int Pool::set_attr(const PoolAttr *attr) noexcept try {
   if (int err = error_.load()) {
-    set_errormsg("connection lost: %s", strerror(err));
+    set_errormsg("connection lost: %s", lost_why().c_str());
     return err;
   }
   std::lock_guard lock(control_mu_);
@@ -453,6 +533,14 @@ int Pool::close() noexcept try {
   stop_keepalive();
   std::lock_guard lock(control_mu_);
   lanes_.clear();  // closes every data connection
+  if (error_.load()) {
+    // The target is lost: nobody would answer a close request. rpmemd ends
+    // the session on its own (the control channel's end, or its
+    // peer-timeout); what was acknowledged is durable there.
+    channel_->close(kLostCloseWait);
+    set_errormsg("close request failed: connection lost: %s", lost_why().c_str());
+    return ECONNRESET;
+  }
   const auto timeout = settings_.control_timeout();
   proto::Status status = proto::Status::kSuccess;
   std::error_code ec = status_exchange(*channel_, proto::encode(proto::CloseRequest{0}),

@@ -3,9 +3,12 @@
 // rpmemd, and the lanes of the data plane.
 //
 // Errors: every method returns 0 or a positive errno value and leaves a
-// message (set_errormsg) on failure. Bad arguments fail only that call;
-// losing the connection makes every later data-path call fail with
-// ECONNRESET (sticky).
+// message (set_errormsg) on failure. Bad arguments fail only that call. A
+// lane whose connection breaks or stalls connects again on its own within
+// RPMEM_TIMEOUT (the application sees latency); losing the target for good
+// (past that bound, or its rpmemd ending the control channel) makes every
+// later data-path call fail at once with ECONNRESET and a message naming
+// the cause (sticky), and close() return at once.
 // Thread-safety: many threads may use one Pool, one thread per lane at a
 // time. set_attr may be called from any thread (it serialises itself);
 // close() must not race with anything.
@@ -18,7 +21,6 @@
 #include "librpmem/settings.h"
 
 #include <atomic>
-#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -65,12 +67,19 @@ class Pool {
 
   // Argument and state checks shared by the data-path calls.
   int check(size_t offset, size_t length, unsigned lane, bool guard_header) noexcept;
-  int lane_result(std::error_code ec, const char *op) noexcept;
+  int lane_result(std::error_code ec, const char *op, unsigned lane) noexcept;
+  // The target is lost for good: every lane fails now, every later call at
+  // once; `why` names the cause (the first one stays).
+  void lose(const std::string &why) noexcept;
+  std::string lost_why() const;
   // A thread that sends a keepalive on the control channel every
   // kKeepaliveInterval, so that rpmemd can tell a live but quiet client
-  // from one that vanished or was stopped. Only to a daemon that takes them.
-  void start_keepalive();
+  // from one that vanished or was stopped (only to a daemon that takes
+  // them), and that watches the channel: when rpmemd ends it, the pool is
+  // lost at once rather than after the lanes' bound.
+  void start_keepalive(bool send_keepalives);
   void stop_keepalive() noexcept;
+  void watch_channel(int hangup_fd, bool send_keepalives) noexcept;
 
   Settings settings_;
   std::unique_ptr<ControlChannel> channel_;
@@ -80,10 +89,11 @@ class Pool {
   size_t size_;
   bool has_headers_ = false;
   std::atomic<int> error_{0};  // sticky: connection lost
+  mutable std::mutex lost_mu_;
+  std::string lost_why_;  // guarded by lost_mu_
 
   std::thread keepalive_;
-  std::condition_variable keepalive_cv_;
-  bool keepalive_stop_ = false;  // guarded by control_mu_
+  int keepalive_stop_fd_ = -1;  // an eventfd: written to stop the thread
 };
 
 }  // namespace rpmem

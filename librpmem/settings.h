@@ -8,6 +8,7 @@
 #ifndef RPMEM_LIBRPMEM_SETTINGS_H
 #define RPMEM_LIBRPMEM_SETTINGS_H
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <string>
@@ -22,10 +23,14 @@ struct Settings {
   unsigned work_queue_size = 50;
   bool enable_verbs = true;
   bool enable_sockets = true;
-  // Bound on every data-path wait; control-channel waits get kControlFactor
-  // times as long (starting ssh and rpmemd, creating a pool).
-  std::chrono::milliseconds timeout{5000};
+  // RPMEM_TIMEOUT: the longest any call may stall for the target, outages
+  // included: lanes that stop answering connect again within it, and fail
+  // only past it. Control-channel waits get kControlFactor times as long
+  // (starting ssh and rpmemd, creating a pool), but no more than the larger
+  // of the bound and kControlCap.
+  std::chrono::milliseconds timeout{20000};
   static constexpr int kControlFactor = 6;
+  static constexpr std::chrono::milliseconds kControlCap{20000};
   // rpmems:// targets: the client's certificate and key (both or neither),
   // and the CA that must have signed the service's certificate.
   std::string tls_cert;  // RPMEM_TLS_CERT
@@ -39,7 +44,9 @@ struct Settings {
   bool data_seal = true;
 
   static Settings from_env();
-  std::chrono::milliseconds control_timeout() const { return timeout * kControlFactor; }
+  std::chrono::milliseconds control_timeout() const {
+    return std::min(timeout * kControlFactor, std::max(timeout, kControlCap));
+  }
   // The next RPMEM_CMD entry, round robin over the process (thread-safe).
   std::string next_cmd() const;
 };

@@ -54,6 +54,7 @@ class SshChannel final : public ControlChannel {
   std::string stderr_line();
   std::string diagnostics() override { return stderr_line(); }
   void close(std::chrono::milliseconds timeout) noexcept override { close_and_wait(timeout); }
+  int hangup_fd() const noexcept override { return out_; }
   // Closes stdin/stdout and reaps the child; returns its wait status, or -1
   // if it had to be killed after `timeout`.
   int close_and_wait(std::chrono::milliseconds timeout);

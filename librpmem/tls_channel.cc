@@ -177,6 +177,11 @@ std::error_code TlsChannel::recv(proto::MsgType expected, proto::Bytes &payload,
   return errc(ENOMEM);
 }
 
+int TlsChannel::hangup_fd() const noexcept {
+  if (!impl_ || !impl_->open || !impl_->stream) return -1;
+  return impl_->stream->next_layer().native_handle();
+}
+
 void TlsChannel::close(std::chrono::milliseconds timeout) noexcept {
   if (!impl_ || !impl_->open) return;
   try {

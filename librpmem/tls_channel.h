@@ -38,6 +38,7 @@ class TlsChannel final : public ControlChannel {
   std::error_code recv(proto::MsgType expected, proto::Bytes &payload,
                        std::chrono::milliseconds timeout) noexcept override;
   void close(std::chrono::milliseconds timeout) noexcept override;
+  int hangup_fd() const noexcept override;
   bool export_keying_material(uint8_t *out, size_t len, const char *label, const uint8_t *context,
                               size_t context_len) noexcept override;
 

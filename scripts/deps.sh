@@ -9,7 +9,7 @@ packages=(
   libibverbs-dev librdmacm-dev libssl-dev libgcrypt20-dev libsystemd-dev
   libgtest-dev libgmock-dev
   libpmemobj-dev libpmempool-dev pmdk-tools
-  openssh-client openssh-server util-linux iproute2 libcap2-bin
+  openssh-client openssh-server util-linux iproute2 iptables libcap2-bin
   clang libclang-rt-14-dev
   systemd dpkg-dev file
   qemu-system-x86 busybox-static cpio xz-utils ibverbs-providers ibverbs-utils

@@ -12,21 +12,28 @@ bool secrets_equal(const proto::Secret &a, const proto::Secret &b) noexcept {
 LaneAdmission::LaneAdmission(const proto::Secret &secret, unsigned max_lanes)
     : secret_(secret),
       max_lanes_(max_lanes),
-      taken_(std::make_unique<std::atomic<bool>[]>(max_lanes)) {}
+      taken_(std::make_unique<std::atomic<uint32_t>[]>(max_lanes)) {}
 
-const char *LaneAdmission::admit(const proto::Secret &secret, unsigned lane,
-                                 unsigned nlanes) noexcept {
+const char *LaneAdmission::admit(const proto::Secret &secret, unsigned lane, unsigned nlanes,
+                                 unsigned epoch, bool &returned) noexcept {
   if (!secrets_equal(secret, secret_)) return "wrong session secret";
   if (nlanes > max_lanes_ || lane >= max_lanes_) return "more lanes than granted";
   unsigned expected = 0;
   if (!nlanes_.compare_exchange_strong(expected, nlanes) && expected != nlanes)
     return "inconsistent lane count";
-  if (taken_[lane].exchange(true)) return "lane already connected";
+  const uint32_t mark = epoch + 1;
+  uint32_t seen = taken_[lane].load();
+  do {
+    if (seen >= mark)
+      return epoch == 0 ? "lane already connected"
+                        : "lane connection of a past epoch (replayed or late)";
+  } while (!taken_[lane].compare_exchange_weak(seen, mark));
+  returned = seen != 0;
   return nullptr;
 }
 
 void LaneAdmission::release(unsigned lane) noexcept {
-  if (lane < max_lanes_) taken_[lane].store(false);
+  if (lane < max_lanes_ && taken_[lane].load() == 1) taken_[lane].store(0);
 }
 
 }  // namespace rpmem::transport

@@ -87,9 +87,14 @@ class TargetCounters {
   // Lane `i`'s counters; null past the last lane.
   LaneCounters *lane(unsigned i) noexcept { return i < n_ ? &lanes_[i] : nullptr; }
   LaneTotals sum() const noexcept;
+  // A lane connected again within its session (its connection broke or
+  // stalled); from the thread that admits lanes.
+  void lane_returned() noexcept { returned_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t lanes_returned() const noexcept { return returned_.load(std::memory_order_relaxed); }
 
  private:
   unsigned n_;
+  std::atomic<uint64_t> returned_{0};
   std::unique_ptr<LaneCounters[]> lanes_;
 };
 

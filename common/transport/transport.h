@@ -30,9 +30,12 @@ using proto::DataOp;
 using proto::TransportKind;
 
 // Client side of one lane. Ranges were validated by the caller.
-// Errors: ECONNRESET (connection lost or timed out: the lane is dead),
-// EPROTO (malformed reply: the lane is dead), EIO/EINVAL (the target failed
-// this request; the lane is still usable).
+// Errors: ECONNRESET (connection lost, and not had again within the bound:
+// the lane is dead), EPROTO (malformed reply: the lane is dead), EIO/EINVAL
+// (the target failed this request; the lane is still usable). A lane that
+// can come back (tcp, to a target of protocol minor 6) rides out a broken
+// or stalled connection: it connects again and sends again what was not
+// acknowledged, within InitiatorParams::timeout of the last progress.
 class InitiatorLane {
  public:
   virtual ~InitiatorLane() = default;
@@ -45,6 +48,12 @@ class InitiatorLane {
   virtual std::error_code read(void *dst, uint64_t offset, uint64_t length) noexcept = 0;
   // Fails any call in progress and every later one with ECONNRESET.
   virtual void shutdown() noexcept = 0;
+  // Why the last call failed with ECONNRESET, in words for rpmem_errormsg()
+  // ("no answer from the target for 20 s"); empty when the lane cannot
+  // tell. From the thread that made the call.
+  virtual std::string failure() const { return {}; }
+  // How often the lane connected again within its session.
+  virtual unsigned comebacks() const noexcept { return 0; }
 };
 
 // TLS on the tcp data lanes (tls_stream.h); no context: cleartext lanes.
@@ -88,7 +97,12 @@ struct InitiatorParams {
   unsigned nlanes = 0;
   const uint8_t *local_base = nullptr;  // the local pool (pool_addr)
   size_t pool_size = 0;
-  std::chrono::milliseconds timeout{5000};  // bound on every wait
+  // Bound on every stall: a lane that moves no byte for this long, its
+  // attempts to connect again included, fails.
+  std::chrono::milliseconds timeout{5000};
+  // The target takes lanes that come back (protocol minor 6): a broken or
+  // stalled tcp lane connects again instead of failing.
+  bool comeback = false;
   proto::Bytes provider_data;
   unsigned work_queue_size = 50;  // RPMEM_WORK_QUEUE_SIZE: writes posted before one must complete
   LaneTls tls;                    // tcp: lanes inside TLS

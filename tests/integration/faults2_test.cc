@@ -2,6 +2,7 @@
 // More faults: ssh dying while the pool is open, the network cut (a network
 // namespace whose link goes down), a full file system at create, SIGINT and
 // SIGTERM while lanes stream persists.
+#include "tests/integration/netns.h"
 #include "tests/integration/raw_peer.h"
 
 #include <gtest/gtest.h>
@@ -85,11 +86,6 @@ pid_t read_pid(const std::string &file) {
   return b.empty() ? 0 : static_cast<pid_t>(std::atoi(std::string(b.begin(), b.end()).c_str()));
 }
 
-int sh(const std::string &cmd) {
-  int st = std::system((cmd + " >/dev/null 2>&1").c_str());
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 // ---------------------------------------------------------------------------
 
 TEST(SshDeath, SessionEndsCleanlyOnBothSides) {
@@ -143,47 +139,21 @@ TEST(SshDeath, SessionEndsCleanlyOnBothSides) {
 class NetCut : public ::testing::Test {
  protected:
   Target target_;
-  std::string ns_, host_if_, ns_if_, host_ip_, ns_ip_;
-  bool ns_made_ = false, link_made_ = false;
+  NetNs net_;
+  std::string ns_, host_if_, ns_ip_;
 
   void SetUp() override {
-    const int id = ::getpid() % 100000;
-    ns_ = "rpmemt" + std::to_string(id);
-    host_if_ = "rpmh" + std::to_string(id);
-    ns_if_ = "rpmn" + std::to_string(id);
-    const std::string net = "10.231." + std::to_string(id % 250) + ".";
-    host_ip_ = net + "1";
-    ns_ip_ = net + "2";
-    if (sh("ip netns add " + ns_) != 0) GTEST_SKIP() << "network namespaces not permitted";
-    ns_made_ = true;
-    if (sh("ip link add " + host_if_ + " type veth peer name " + ns_if_) != 0)
-      GTEST_SKIP() << "veth not permitted";
-    link_made_ = true;
-    bool ok = sh("ip link set " + ns_if_ + " netns " + ns_) == 0 &&
-              sh("ip addr add " + host_ip_ + "/24 dev " + host_if_) == 0 &&
-              sh("ip link set " + host_if_ + " up") == 0 &&
-              sh("ip netns exec " + ns_ + " ip addr add " + ns_ip_ + "/24 dev " + ns_if_) == 0 &&
-              sh("ip netns exec " + ns_ + " ip link set " + ns_if_ + " up") == 0 &&
-              sh("ip netns exec " + ns_ + " ip link set lo up") == 0;
-    if (!ok) GTEST_SKIP() << "cannot set up the veth pair in the namespace";
-    if (!links_up()) GTEST_SKIP() << "veth link does not come up";
-    set_env("RPMEM_CMD", "ip netns exec " + ns_ + " sh -c '" + target_.rpmemd_cmd() + "'");
-    set_env("FAKE_SSH_CONNECTION", host_ip_ + " 50000 " + ns_ip_ + " 22");
+    std::string why;
+    if (!net_.make(why)) GTEST_SKIP() << why;
+    ns_ = net_.name();
+    host_if_ = net_.host_if();
+    ns_ip_ = net_.ns_ip();
+    set_env("RPMEM_CMD", net_.in_ns("sh -c '" + target_.rpmemd_cmd() + "'"));
+    set_env("FAKE_SSH_CONNECTION", net_.host_ip() + " 50000 " + ns_ip_ + " 22");
   }
-  // Waits (bounded) until both ends of the veth pair have carrier.
-  bool links_up() {
-    for (int i = 0; i < 50; ++i) {
-      if (sh("ip link show dev " + host_if_ + " | grep -q LOWER_UP") == 0 &&
-          sh("ip netns exec " + ns_ + " ip link show dev " + ns_if_ + " | grep -q LOWER_UP") == 0)
-        return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return false;
-  }
+  bool links_up() { return net_.links_up(); }
   void TearDown() override {
     if (pid_t pid = target_.rpmemd_pid(); pid > 0) ::kill(pid, SIGKILL);
-    if (link_made_) sh("ip link del " + host_if_);
-    if (ns_made_) sh("ip netns del " + ns_);
     ::unsetenv("FAKE_SSH_CONNECTION");
     ::unsetenv("RPMEM_TIMEOUT");
   }

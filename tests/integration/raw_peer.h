@@ -193,11 +193,14 @@ inline proto::PoolRequest pool_request(const std::string &name, uint64_t size, u
   return r;
 }
 
-// The first bytes of a data connection: lane `lane` of `nlanes`, proving `secret`.
-inline proto::Bytes lane_hello_bytes(const proto::Secret &secret, uint32_t lane, uint32_t nlanes) {
+// The first bytes of a data connection: lane `lane` of `nlanes`, proving
+// `secret`, at `epoch` (above 0: the lane comes back).
+inline proto::Bytes lane_hello_bytes(const proto::Secret &secret, uint32_t lane, uint32_t nlanes,
+                                     uint16_t epoch = 0) {
   proto::LaneHello h;
   h.secret = secret;
   h.lane = lane;
+  h.epoch = epoch;
   h.nlanes = nlanes;
   uint8_t b[proto::kLaneHelloSize];
   proto::encode(h, b);

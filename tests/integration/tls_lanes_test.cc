@@ -465,5 +465,71 @@ TEST_F(SealedLanes, WrongKeysCleartextAndAlteredFramesAreRefusedAndWriteNothing)
   EXPECT_TRUE(target_.log_shows("lane already connected")) << log;
 }
 
+// A lane comes back at a higher epoch under keys of its own: it is served on
+// its new connection, the old one is closed, and a recording of either
+// connection played again on a new one (the same key and nonces make the
+// same bytes) is refused, as is an epoch the lane has had.
+TEST_F(SealedLanes, ALaneThatComesBackIsServedAndNoRecordingOfItIsAdmitted) {
+  RawDaemon d(target_);
+  auto r = create(d, proto::kMinor, proto::kLaneTls | proto::kLaneSealed);
+  ASSERT_TRUE(r && r->status == proto::Status::kSuccess);
+  SealedPeer first(r->port, r->lane_psk, 1);
+  ASSERT_NO_FATAL_FAILURE(admitted_and_persists(first, r->secret, 1));
+  SealedPeer back(r->port, r->lane_psk, 1, 3);
+  uint32_t reply = 1;
+  ASSERT_TRUE(back.hello(r->secret, 1, 2, reply));
+  ASSERT_EQ(reply, 0u);
+  const proto::Bytes bytes = pattern(3000, 5);
+  EXPECT_EQ(back.persist(20000, bytes), 0);
+  EXPECT_TRUE(part_has(part(), 20000, bytes));
+  EXPECT_TRUE(peer_closes(first.fd())) << "the old connection of a lane that came back is served";
+  for (uint16_t epoch : {uint16_t{0}, uint16_t{2}, uint16_t{3}}) {
+    SealedPeer replay(r->port, r->lane_psk, 1, epoch);
+    reply = 0;
+    if (replay.hello(r->secret, 1, 2, reply)) {
+      EXPECT_NE(reply, 0u) << "epoch " << epoch;
+    }
+  }
+  // The lane still serves on its newest connection.
+  EXPECT_EQ(back.persist(30000, bytes), 0);
+  EXPECT_TRUE(part_has(part(), 30000, bytes));
+  const std::string log = target_.log_text();
+  EXPECT_TRUE(target_.log_shows("lane 1 of 2 came back from 127.0.0.1:")) << log;
+  EXPECT_NE(log.find(" (sealed), epoch 3"), std::string::npos) << log;
+  EXPECT_TRUE(target_.log_shows("lane connection of a past epoch (replayed or late)")) << log;
+  EXPECT_TRUE(target_.log_shows("lane already connected")) << log;
+}
+
+// The same over TLS lanes: a fresh handshake each time, and the epoch in
+// the hello decides.
+TEST_F(TlsLanes, ALaneThatComesBackIsServedAndAnEarlierEpochIsRefused) {
+  RawDaemon d(target_);
+  auto r = create(d, proto::kMinor, proto::kLaneTls);
+  ASSERT_TRUE(r && r->status == proto::Status::kSuccess);
+  TlsPeer first(r->port, psk_client_context(r->lane_psk));
+  ASSERT_TRUE(first.handshaken()) << first.why();
+  ASSERT_NO_FATAL_FAILURE(admitted_and_persists(first, r->secret, 0));
+  TlsPeer back(r->port, psk_client_context(r->lane_psk));
+  ASSERT_TRUE(back.handshaken()) << back.why();
+  uint32_t reply = 1;
+  ASSERT_TRUE(back.hello(r->secret, 0, 2, reply, 1));
+  ASSERT_EQ(reply, 0u);
+  const proto::Bytes bytes = pattern(3000, 9);
+  EXPECT_EQ(back.persist(20000, bytes), 0);
+  EXPECT_TRUE(part_has(part(), 20000, bytes));
+  EXPECT_TRUE(peer_closes(first.fd()));
+  for (uint16_t epoch : {uint16_t{0}, uint16_t{1}}) {
+    TlsPeer late(r->port, psk_client_context(r->lane_psk));
+    ASSERT_TRUE(late.handshaken()) << late.why();
+    reply = 0;
+    if (late.hello(r->secret, 0, 2, reply, epoch)) {
+      EXPECT_NE(reply, 0u) << "epoch " << epoch;
+    }
+  }
+  EXPECT_EQ(back.persist(30000, bytes), 0);
+  EXPECT_TRUE(part_has(part(), 30000, bytes));
+  EXPECT_TRUE(target_.log_shows("lane 0 of 2 came back from 127.0.0.1:")) << target_.log_text();
+}
+
 }  // namespace
 }  // namespace rpmem_test

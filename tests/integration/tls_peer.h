@@ -48,8 +48,8 @@ inline std::shared_ptr<SSL_CTX> psk_client_context(const proto::Bytes &psk) {
 // 8-byte answer in `reply` (0: admitted).
 template <typename Peer>
 bool lane_hello(Peer &peer, const proto::Secret &secret, uint32_t lane, uint32_t nlanes,
-                uint32_t &reply) {
-  const proto::Bytes h = lane_hello_bytes(secret, lane, nlanes);
+                uint32_t &reply, uint16_t epoch = 0) {
+  const proto::Bytes h = lane_hello_bytes(secret, lane, nlanes, epoch);
   uint8_t r[proto::kLaneHelloReplySize];
   if (!peer.send(h.data(), h.size()) || !peer.recv(r, sizeof(r))) return false;
   reply = static_cast<uint32_t>(r[0] | r[1] << 8 | r[2] << 16 | r[3] << 24);
@@ -111,9 +111,11 @@ class TlsPeer {
     return ok_ && !tcp::stream_recv_all(*stream_, p, n, timeout_ms);
   }
 
-  // The lane hello; the target's 8-byte answer in `reply` (0: admitted).
-  bool hello(const proto::Secret &secret, uint32_t lane, uint32_t nlanes, uint32_t &reply) {
-    return lane_hello(*this, secret, lane, nlanes, reply);
+  // The lane hello (at `epoch`); the target's 8-byte answer in `reply`
+  // (0: admitted).
+  bool hello(const proto::Secret &secret, uint32_t lane, uint32_t nlanes, uint32_t &reply,
+             uint16_t epoch = 0) {
+    return lane_hello(*this, secret, lane, nlanes, reply, epoch);
   }
 
   // A persist of `bytes` at `offset`; its reply status, or -1 when none came.
@@ -145,16 +147,17 @@ class TlsPeer {
 };
 
 // A sealed data lane of the test's own: lane `lane` of an ssh-mode session
-// keyed by `master` (its lane_psk).
+// keyed by `master` (its lane_psk), at `epoch`.
 class SealedPeer {
  public:
-  SealedPeer(uint16_t port, const proto::Bytes &master, uint32_t lane) : lane_(lane) {
+  SealedPeer(uint16_t port, const proto::Bytes &master, uint32_t lane, uint16_t epoch = 0)
+      : lane_(lane), epoch_(epoch) {
     keys_.on = true;
     std::copy_n(master.begin(), std::min(master.size(), keys_.master.size()), keys_.master.begin());
     fd_ = connect_port(port);
     if (fd_ < 0) return;
     ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
-    stream_ = tcp::SealedStream::client(fd_, keys_, lane);
+    stream_ = tcp::SealedStream::client(fd_, keys_, lane, epoch);
   }
   SealedPeer(const SealedPeer &) = delete;
   SealedPeer &operator=(const SealedPeer &) = delete;
@@ -170,7 +173,7 @@ class SealedPeer {
     return stream_ && !tcp::stream_recv_all(*stream_, p, n, timeout_ms);
   }
   bool hello(const proto::Secret &secret, uint32_t lane, uint32_t nlanes, uint32_t &reply) {
-    return lane_hello(*this, secret, lane, nlanes, reply);
+    return lane_hello(*this, secret, lane, nlanes, reply, epoch_);
   }
   int persist(uint64_t offset, const proto::Bytes &bytes) {
     return lane_persist(*this, offset, bytes);
@@ -184,7 +187,7 @@ class SealedPeer {
     int big = 8 << 20;
     ::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
     ::setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
-    auto twin = tcp::SealedStream::client(sv[0], keys_, lane_);
+    auto twin = tcp::SealedStream::client(sv[0], keys_, lane_, epoch_);
     auto drain = [&] {
       proto::Bytes out(16 << 20);
       const ssize_t n = ::recv(sv[1], out.data(), out.size(), 0);
@@ -206,6 +209,7 @@ class SealedPeer {
  private:
   int fd_ = -1;
   uint32_t lane_;
+  uint16_t epoch_;
   tcp::SealKeys keys_;
   std::vector<proto::Bytes> sent_;
   std::unique_ptr<tcp::SealedStream> stream_;  // owns fd_ once made

@@ -250,13 +250,28 @@ void LaneServer::run() noexcept {
   }
 }
 
-void LaneServer::adopt_inbox() {
+void LaneServer::adopt_inbox(Lane *&hot) {
   decltype(inbox_) taken;
   {
     std::lock_guard lock(mu_);
     taken.swap(inbox_);
   }
   for (auto &[stream, number] : taken) {
+    // A lane that came back on a new connection: the old one is closed
+    // before a byte of the new one is served, so that nothing it still had
+    // in flight lands after what comes on the new one. What it flushed is
+    // made durable as it goes (~Lane); the client sends again whatever it
+    // has not seen answered.
+    const unsigned n = number;
+    auto old = std::find_if(lanes_.begin(), lanes_.end(),
+                            [n](const std::unique_ptr<Lane> &l) { return l->number == n; });
+    if (old != lanes_.end()) {
+      Lane *gone = old->get();
+      if (gone == hot) hot = nullptr;
+      if (gone->runnable) std::erase(runnable_, gone);
+      RPMEM_LOG_INFO("lane %u: its old connection closed for the new one", n);
+      drop(*gone);
+    }
     auto lane = std::make_unique<Lane>(std::move(stream), number, pool_);
     if (counters_) lane->counters = counters_->lane(number);
     epoll_event ev{};
@@ -291,7 +306,7 @@ void LaneServer::loop() {
   Lane *hot = nullptr;
   unsigned turn = 0;
   while (!stopping_.load(std::memory_order_relaxed)) {
-    if (has_new_.exchange(false, std::memory_order_acquire)) adopt_inbox();
+    if (has_new_.exchange(false, std::memory_order_acquire)) adopt_inbox(hot);
 
     bool progress = false;
     for (Lane *lane : runnable_) {

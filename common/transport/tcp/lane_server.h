@@ -60,7 +60,9 @@ class LaneServer {
 
   void run() noexcept;
   void loop();
-  void adopt_inbox();
+  // Takes the lanes handed over; one that came back replaces its old
+  // connection (`hot` is cleared when it was that one).
+  void adopt_inbox(Lane *&hot);
   // Moves the lane on as far as it can without waiting; `progress` is set
   // when it took or sent anything.
   Step step(Lane &lane, bool &progress);

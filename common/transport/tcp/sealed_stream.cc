@@ -65,13 +65,18 @@ size_t sealed_frame_for(int mss) noexcept {
   return kMaxFrameBytes / seg * seg - kSealedHeader - kSealedTag;
 }
 
-bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir,
-                     SealKey &out) noexcept {
-  uint8_t info[sizeof(kLaneInfo) - 1 + 5];
+bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir, SealKey &out,
+                     uint16_t epoch) noexcept {
+  // Epoch 0: "rpmem sealed lane" | L | dir, as before epochs; later ones
+  // add the epoch (u16).
+  uint8_t info[sizeof(kLaneInfo) - 1 + 5 + 2];
   std::memcpy(info, kLaneInfo, sizeof(kLaneInfo) - 1);
   put_le32(info + sizeof(kLaneInfo) - 1, lane);
-  info[sizeof(info) - 1] = static_cast<uint8_t>(dir);
-  return hkdf(master.data(), master.size(), info, sizeof(info), out.data(), out.size());
+  info[sizeof(kLaneInfo) - 1 + 4] = static_cast<uint8_t>(dir);
+  info[sizeof(kLaneInfo) - 1 + 5] = static_cast<uint8_t>(epoch);
+  info[sizeof(kLaneInfo) - 1 + 6] = static_cast<uint8_t>(epoch >> 8);
+  const size_t len = epoch == 0 ? sizeof(info) - 2 : sizeof(info);
+  return hkdf(master.data(), master.size(), info, len, out.data(), out.size());
 }
 
 namespace {
@@ -195,7 +200,8 @@ bool FrameCipher::open(uint8_t *frame, size_t len, uint8_t *out) noexcept {
   return true;
 }
 
-SealedStream::SealedStream(int fd, const SealKeys &keys, bool client, uint32_t lane_or_max)
+SealedStream::SealedStream(int fd, const SealKeys &keys, bool client, uint32_t lane_or_max,
+                           uint16_t epoch)
     : fd_(fd),
       keys_(keys),
       client_(client),
@@ -204,7 +210,7 @@ SealedStream::SealedStream(int fd, const SealKeys &keys, bool client, uint32_t l
       prefix_due_(client),
       in_(new (std::nothrow) uint8_t[kInBuffer]) {
   if (!out_ || !in_) failed_ = errc(ENOMEM);
-  if (client && !failed_ && !start_ciphers(lane_or_max)) failed_ = errc(EPROTO);
+  if (client && !failed_ && !start_ciphers(lane_or_max, epoch)) failed_ = errc(EPROTO);
 }
 
 SealedStream::~SealedStream() {
@@ -212,19 +218,20 @@ SealedStream::~SealedStream() {
   ::close(fd_);
 }
 
-std::unique_ptr<SealedStream> SealedStream::client(int fd, const SealKeys &keys, uint32_t lane) {
-  return std::unique_ptr<SealedStream>(new SealedStream(fd, keys, true, lane));
+std::unique_ptr<SealedStream> SealedStream::client(int fd, const SealKeys &keys, uint32_t lane,
+                                                   uint16_t epoch) {
+  return std::unique_ptr<SealedStream>(new SealedStream(fd, keys, true, lane, epoch));
 }
 
 std::unique_ptr<SealedStream> SealedStream::target(int fd, const SealKeys &keys,
                                                    uint32_t max_lanes) {
-  return std::unique_ptr<SealedStream>(new SealedStream(fd, keys, false, max_lanes));
+  return std::unique_ptr<SealedStream>(new SealedStream(fd, keys, false, max_lanes, 0));
 }
 
-bool SealedStream::start_ciphers(uint32_t lane) noexcept {
+bool SealedStream::start_ciphers(uint32_t lane, uint16_t epoch) noexcept {
   SealKey up, down;  // towards the target, towards the client
-  const bool ok = derive_lane_key(keys_.master, lane, SealDirection::kToTarget, up) &&
-                  derive_lane_key(keys_.master, lane, SealDirection::kToClient, down);
+  const bool ok = derive_lane_key(keys_.master, lane, SealDirection::kToTarget, up, epoch) &&
+                  derive_lane_key(keys_.master, lane, SealDirection::kToClient, down, epoch);
   if (ok) {
     send_ = std::unique_ptr<FrameCipher>(new (std::nothrow) FrameCipher(
         client_ ? up : down, true, keys_.rotate_frames, keys_.rotate_bytes));
@@ -235,6 +242,7 @@ bool SealedStream::start_ciphers(uint32_t lane) noexcept {
   OPENSSL_cleanse(down.data(), down.size());
   if (!ok || !send_ || !recv_ || !send_->ok() || !recv_->ok()) return false;
   lane_ = lane;
+  epoch_ = epoch;
   return true;
 }
 
@@ -302,9 +310,11 @@ std::error_code SealedStream::receive(void *buf, size_t len, size_t &got, bool s
     const size_t raw = in_w_ - in_r_;
     if (lane_ < 0) {
       if (raw >= 4) {
-        const uint32_t lane = get_le32(in_.get() + in_r_);
+        const uint32_t word = get_le32(in_.get() + in_r_);
+        const uint32_t lane = word & proto::kMaxLaneNumber;
         if (lane >= max_lanes_) return refuse("its lane number is not one of the session's");
-        if (!start_ciphers(lane)) return refuse("its keys could not be made");
+        if (!start_ciphers(lane, static_cast<uint16_t>(word >> 16)))
+          return refuse("its keys could not be made");
         in_r_ += 4;
         plain_ = plain_end_ = in_r_;
         continue;
@@ -368,7 +378,7 @@ std::error_code SealedStream::send_nowait(iovec *&iov, int &n) noexcept {
       if (len == kMaxSealedFrame) len = full_frame();
       size_t off = 0;
       if (prefix_due_) {
-        put_le32(out_.get(), static_cast<uint32_t>(lane_));
+        put_le32(out_.get(), static_cast<uint32_t>(lane_) | uint32_t{epoch_} << 16);
         off = 4;
       }
       if (!send_->seal(iov, n, len, out_.get() + off)) {

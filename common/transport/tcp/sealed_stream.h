@@ -21,8 +21,13 @@
 // bytes, both ends move to the next one, HKDF-SHA256(key, "next"), on
 // their own count; the old key is erased.
 //
-// The client starts its connection with its lane number (u32, clear), so
-// that the target knows which key opens the hello.
+// The client starts its connection with its lane number (u16, clear) and
+// the lane's epoch (u16, clear; protocol minor 6), so that the target knows
+// which keys open the hello. A lane that connects again within its session
+// does so at a higher epoch, under keys of their own:
+// HKDF-SHA256(master, "rpmem sealed lane" | L | dir | epoch) for epochs
+// above 0. A recorded connection of an earlier epoch authenticates, but the
+// target admits a lane only at an epoch above the ones it has seen.
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_SEALED_STREAM_H
 #define RPMEM_COMMON_TRANSPORT_TCP_SEALED_STREAM_H
 
@@ -63,9 +68,9 @@ inline constexpr unsigned kSegmentCheckFrames = 64;
 enum class SealDirection : uint8_t { kToTarget = 1, kToClient = 2 };
 
 using SealKey = std::array<uint8_t, 16>;
-// Lane `lane`'s first key for `dir`. False when OpenSSL fails.
-bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir,
-                     SealKey &out) noexcept;
+// Lane `lane`'s first key for `dir` at `epoch`. False when OpenSSL fails.
+bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir, SealKey &out,
+                     uint16_t epoch = 0) noexcept;
 
 // One direction's key and frame count: seals or opens frames in order.
 class FrameCipher {
@@ -114,8 +119,9 @@ using SealKeys = LaneSeal;
 // A connected, non-blocking socket carrying sealed frames; owns it.
 class SealedStream final : public ByteStream {
  public:
-  // Client side of lane `lane`: sends the lane number before its first frame.
-  static std::unique_ptr<SealedStream> client(int fd, const SealKeys &keys, uint32_t lane);
+  // Client side of lane `lane` at `epoch`: sends both before its first frame.
+  static std::unique_ptr<SealedStream> client(int fd, const SealKeys &keys, uint32_t lane,
+                                              uint16_t epoch = 0);
   // Target side: reads the lane number (below `max_lanes`) first.
   static std::unique_ptr<SealedStream> target(int fd, const SealKeys &keys, uint32_t max_lanes);
   ~SealedStream() override;
@@ -139,6 +145,8 @@ class SealedStream final : public ByteStream {
   // The lane number: the client's own, or the one the target read (-1:
   // not yet).
   int64_t lane() const noexcept { return lane_; }
+  // The epoch its keys are of (valid once lane() is).
+  uint16_t epoch() const noexcept { return epoch_; }
   // Bytes taken from the socket so far.
   uint64_t bytes_received() const noexcept { return received_; }
   // Bytes that make the client's hello (lane number, one frame of `len`).
@@ -147,8 +155,8 @@ class SealedStream final : public ByteStream {
   }
 
  private:
-  SealedStream(int fd, const SealKeys &keys, bool client, uint32_t lane_or_max);
-  bool start_ciphers(uint32_t lane) noexcept;
+  SealedStream(int fd, const SealKeys &keys, bool client, uint32_t lane_or_max, uint16_t epoch);
+  bool start_ciphers(uint32_t lane, uint16_t epoch) noexcept;
   std::error_code refuse(const char *why) noexcept;
   std::error_code fill() noexcept;
   std::error_code receive(void *buf, size_t len, size_t &got, bool scratch) noexcept;
@@ -159,6 +167,7 @@ class SealedStream final : public ByteStream {
   const bool client_;
   const uint32_t max_lanes_;
   int64_t lane_ = -1;
+  uint16_t epoch_ = 0;
   std::unique_ptr<FrameCipher> send_;
   std::unique_ptr<FrameCipher> recv_;
   std::error_code failed_;  // for good

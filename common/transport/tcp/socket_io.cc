@@ -195,6 +195,23 @@ void set_peer_timeout(int fd, std::chrono::milliseconds timeout) noexcept {
   ::setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms));
 }
 
+void set_probes(int fd, bool on) noexcept {
+  const int flag = on ? 1 : 0;
+  ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &flag, sizeof(flag));
+  if (!on) return;
+  const int idle = 1, interval = 1, count = 127;  // 127: the kernel's largest
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
+bool link_unanswered(int fd) noexcept {
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
+  return info.tcpi_retransmits >= 2 || info.tcpi_probes >= 2;
+}
+
 std::error_code set_nonblocking(int fd, bool on) noexcept {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0) return last_errc();

@@ -84,6 +84,18 @@ bool peer_hung_up(int fd) noexcept;
 void set_peer_timeout(int fd, std::chrono::milliseconds timeout) noexcept;
 std::error_code set_nonblocking(int fd, bool on) noexcept;
 
+// Keepalive probes on an idle connection every second, from a second after
+// the last packet (on), or none (off): while a client waits long for a
+// reply, whether the target's host still answers them tells a slow target
+// from a lost one. The kernel itself never gives up on the connection for
+// them (a probe count it does not reach before the caller's bound).
+void set_probes(int fd, bool on) noexcept;
+// Whether the connection has stopped getting answers (TCP_INFO): its last
+// two retransmissions, or two keepalive or window probes in a row, had
+// none. A lossy link that still answers does not count: one lost segment is
+// retransmitted once. False when the kernel does not say.
+bool link_unanswered(int fd) noexcept;
+
 }  // namespace rpmem::transport::tcp
 
 #endif  // RPMEM_COMMON_TRANSPORT_TCP_SOCKET_IO_H

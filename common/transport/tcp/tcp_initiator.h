@@ -5,9 +5,22 @@
 // queue: up to work_queue_size flushes wait on the lane and go out, in one
 // gathered send, with the next request (drain, persist, read) or when the
 // queue is full; drain is then one round trip.
+//
+// A lane that can come back (LaneDialer, to a target of protocol minor 6)
+// does not fail when its connection breaks or stalls: it waits in slices of
+// kStallCheck, and between them asks the kernel whether the connection still
+// gets answers (TCP_INFO: two retransmissions or keepalive probes in a row
+// unanswered). A connection that does not is given up at once, without
+// waiting for TCP's backoff, and the lane connects again (a new connection
+// each kDialTry, so that one comes through within a second of the link's
+// return), proves the session secret at a higher epoch, sends again the
+// flushes posted since its last drain and the request under way, and goes
+// on. The lane fails only when no byte has moved for the bound
+// (InitiatorParams::timeout, RPMEM_TIMEOUT), its attempts included.
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 
+#include "common/transport/flush_ranges.h"
 #include "common/transport/spin_gauge.h"
 #include "common/transport/tcp/byte_stream.h"
 #include "common/transport/transport.h"
@@ -15,18 +28,56 @@
 #include <sys/uio.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace rpmem::transport::tcp {
+
+// How often a waiting lane looks at its connection's health, and how long
+// one attempt to connect again may take.
+inline constexpr std::chrono::milliseconds kStallCheck{500};
+inline constexpr std::chrono::milliseconds kDialTry{1000};
+
+// How the lanes of one pool connect to the target, first and again: the
+// target's address, the session's secret, the lanes' security. Shared by
+// the lanes; thread-safe (each dial has its own sockets).
+class LaneDialer {
+ public:
+  struct Connection {
+    int fd = -1;
+    std::unique_ptr<ByteStream> stream;  // encrypted lanes: owns fd
+  };
+  // Resolves the target's address once.
+  static Result<std::shared_ptr<LaneDialer>> make(const InitiatorParams &params);
+  ~LaneDialer();
+  LaneDialer(const LaneDialer &) = delete;
+  LaneDialer &operator=(const LaneDialer &) = delete;
+
+  // Connects lane `lane` at `epoch`, sets up its security and has the
+  // target admit it, all within `timeout`. ECONNRESET for a refusal or a
+  // failed handshake, ETIMEDOUT, or the connect's own error.
+  Result<Connection> dial(unsigned lane, uint16_t epoch, std::chrono::milliseconds timeout) const;
+  const InitiatorParams &params() const noexcept { return params_; }
+
+ private:
+  explicit LaneDialer(const InitiatorParams &params);
+  InitiatorParams params_;
+  struct Endpoints;
+  std::unique_ptr<Endpoints> endpoints_;
+};
 
 class TcpInitiatorLane final : public InitiatorLane {
  public:
   // Takes ownership of fd, a connected socket that passed the lane hello,
   // or of `tls`, the TLS stream on fd (then every byte goes through it).
   // work_queue_size: flushes posted before one has to be sent (2..256).
+  // timeout_ms: the bound on a stall. With a `dialer`, the lane (number
+  // `lane`) connects again when its connection breaks or stalls.
   TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms, unsigned work_queue_size,
-                   std::unique_ptr<ByteStream> tls = nullptr);
+                   std::unique_ptr<ByteStream> tls = nullptr,
+                   std::shared_ptr<const LaneDialer> dialer = nullptr, unsigned lane = 0);
   ~TcpInitiatorLane() override;
   TcpInitiatorLane(const TcpInitiatorLane &) = delete;
   TcpInitiatorLane &operator=(const TcpInitiatorLane &) = delete;
@@ -36,6 +87,8 @@ class TcpInitiatorLane final : public InitiatorLane {
   std::error_code drain() noexcept override;
   std::error_code read(void *dst, uint64_t offset, uint64_t length) noexcept override;
   void shutdown() noexcept override;
+  std::string failure() const override { return why_; }
+  unsigned comebacks() const noexcept override { return comebacks_; }
 
  private:
   // Adds a request (and its payload from the pool) to the posted queue.
@@ -44,12 +97,39 @@ class TcpInitiatorLane final : public InitiatorLane {
   std::error_code post(const proto::DataRequest *req) noexcept;
   // Posts `req` behind the queued flushes and waits for its reply header.
   std::error_code exchange(const proto::DataRequest &req, proto::DataReply &reply) noexcept;
+  // One read: a transport error, or none with the target's `status`.
+  std::error_code read_once(void *dst, uint64_t offset, uint64_t length,
+                            std::error_code &status) noexcept;
+  // Runs `attempt` (a request and its reply) until it is done, connecting
+  // again and sending the unacknowledged flushes before each retry, within
+  // the bound; the lane's final error otherwise.
+  template <class Attempt>
+  std::error_code with_comeback(Attempt &&attempt) noexcept;
+  // Connects again at the next epoch and sends the flushes posted since the
+  // last drain; `cause`: why the old connection was given up.
+  std::error_code come_back(std::error_code cause) noexcept;
   std::error_code fail(std::error_code ec) noexcept;
   std::error_code send_iov(iovec *iov, int n) noexcept;
   std::error_code recv_exact(void *buf, size_t len) noexcept;
+  // Waits until the socket is ready for `events`, in slices of
+  // kStallCheck: ETIMEDOUT past the bound, ENOLINK when the connection gets
+  // no answers any more (a lane that can come back).
+  std::error_code await(short events) noexcept;
+  void moved() noexcept { progress_ = std::chrono::steady_clock::now(); }
+  std::string bound_text() const;
 
   int fd_;
   std::unique_ptr<ByteStream> tls_;
+  const std::shared_ptr<const LaneDialer> dialer_;
+  const unsigned number_;
+  uint16_t epoch_ = 0;
+  unsigned comebacks_ = 0;
+  bool keepalive_ = false;                          // probes on while a wait is long
+  std::chrono::steady_clock::time_point progress_;  // last byte moved, or the call's start
+  // Flushes posted since the last drain: sent again on a new connection.
+  FlushRanges unacked_{kReplayRanges};
+  std::string why_;  // the last failure, in words
+  static constexpr size_t kReplayRanges = 1024;
   const uint8_t *base_;
   int timeout_ms_;
   WaitSpin spin_;        // how long to spin for a reply

@@ -408,12 +408,14 @@ void TcpTarget::hello_ready(Hello &h) {
 
   auto hello = proto::decode_lane_hello(h.buf);
   const char *refusal = nullptr;
+  bool returned = false;
   if (!hello || hello->major != proto::kMajor)
     refusal = "malformed lane hello";
-  else if (h.sealed && static_cast<int64_t>(hello->lane) != h.sealed->lane())
+  else if (h.sealed && (static_cast<int64_t>(hello->lane) != h.sealed->lane() ||
+                        hello->epoch != h.sealed->epoch()))
     refusal = "lane hello sealed with another lane's key";
   else
-    refusal = admission_.admit(hello->secret, hello->lane, hello->nlanes);
+    refusal = admission_.admit(hello->secret, hello->lane, hello->nlanes, hello->epoch, returned);
   if (refusal) {
     refusals_.refused(h.peer, refusal);
     uint8_t no[proto::kLaneHelloReplySize] = {EACCES, 0, 0, 0, 0, 0, 0, 0};
@@ -425,7 +427,7 @@ void TcpTarget::hello_ready(Hello &h) {
   }
   // PMDK's line, once every lane is in (logged before the last reply, so
   // that it comes before anything the client does next).
-  state_.lane_in(hello->nlanes);
+  if (!returned) state_.lane_in(hello->nlanes);
   // Eight bytes into the empty send buffer of a new connection: the send
   // takes them whole or the connection is already gone.
   uint8_t yes[proto::kLaneHelloReplySize] = {};
@@ -440,10 +442,17 @@ void TcpTarget::hello_ready(Hello &h) {
   }
   const int fd = h.stream->fd();
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  RPMEM_LOG_INFO("lane %u of %u connected from %s%s", hello->lane, hello->nlanes, h.peer.c_str(),
-                 params_.tls    ? " (TLS)"
-                 : params_.seal ? " (sealed)"
-                                : "");
+  const char *security = params_.tls ? " (TLS)" : params_.seal ? " (sealed)" : "";
+  if (returned) {
+    // A lane whose connection broke or stalled: served on this one from now
+    // on (its lane server closes the old one first).
+    RPMEM_LOG_NOTICE("lane %u of %u came back from %s%s, epoch %u", hello->lane, hello->nlanes,
+                     h.peer.c_str(), security, hello->epoch);
+    if (params_.counters) params_.counters->lane_returned();
+  } else {
+    RPMEM_LOG_INFO("lane %u of %u connected from %s%s", hello->lane, hello->nlanes, h.peer.c_str(),
+                   security);
+  }
   std::unique_ptr<ByteStream> stream = std::move(h.stream);
   std::erase_if(hellos_, [&](const std::unique_ptr<Hello> &p) { return p.get() == &h; });
   set_nodelay(fd);

@@ -164,7 +164,7 @@ TEST(ProtoHello, EncodesGoldenBytes) {
 
 TEST(ProtoHello, DefaultsCarryProtocolVersion) {
   const Bytes golden = {0x01, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x01, 0x00,
-                        0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
+                        0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
   Hello m;
   m.transports = transport_bit(TransportKind::kTcp);
   EXPECT_EQ(encode(m), golden);
@@ -703,6 +703,32 @@ TEST(ProtoLaneHello, RejectsLaneNotBelowNlanes) {
   EXPECT_TRUE(decode_lane_hello(b));
   put_u32(b, 40, 0);
   put_u32(b, 44, 0);  // no lanes at all
+  EXPECT_FALSE(decode_lane_hello(b));
+}
+
+// Minor 6: the lane field's high half is the epoch of a lane that came back;
+// epoch 0 is the layout of every earlier minor.
+TEST(ProtoLaneHello, CarriesTheEpochInTheLaneFieldsHighHalf) {
+  LaneHello m;
+  m.secret = sample_secret();
+  m.lane = 3;
+  m.epoch = 0x0201;
+  m.nlanes = 8;
+  uint8_t out[kLaneHelloSize];
+  encode(m, out);
+  EXPECT_EQ(Bytes(out + 40, out + 44), (Bytes{0x03, 0x00, 0x01, 0x02}));
+  auto d = decode_lane_hello(Bytes(out, out + sizeof(out)));
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->lane, 3u);
+  EXPECT_EQ(d->epoch, 0x0201);
+  EXPECT_EQ(decode_lane_hello(kLaneHelloGolden)->epoch, 0);
+}
+
+TEST(ProtoLaneHello, RejectsMoreLanesThanANumberHolds) {
+  Bytes b = kLaneHelloGolden;
+  put_u32(b, 44, kMaxLaneNumber);
+  EXPECT_TRUE(decode_lane_hello(b));
+  put_u32(b, 44, kMaxLaneNumber + 1);
   EXPECT_FALSE(decode_lane_hello(b));
 }
 

@@ -127,6 +127,37 @@ TEST(SealedStream, MessagesGoBothWaysAndTheTargetLearnsTheLane) {
   EXPECT_EQ(reply, "a reply");
 }
 
+// A lane that comes back (protocol minor 6) says its epoch beside its
+// number, and both ends key it for that epoch: the target learns both, and
+// the keys of one epoch open nothing of another.
+TEST(SealedStream, ALaneThatComesBackHasKeysOfItsEpoch) {
+  int fds[2];
+  pair(fds);
+  const SealKeys keys = keys_of(1);
+  auto c = SealedStream::client(fds[0], keys, 3, 2);
+  auto t = SealedStream::target(fds[1], keys, 8);
+  ASSERT_FALSE(send_msg(*c, "hello at epoch 2"));
+  std::string got(16, '\0');
+  ASSERT_FALSE(stream_recv_all(*t, got.data(), got.size(), 1000));
+  EXPECT_EQ(got, "hello at epoch 2");
+  EXPECT_EQ(t->lane(), 3);
+  EXPECT_EQ(t->epoch(), 2);
+
+  SealKey k0, k1, k2;
+  ASSERT_TRUE(derive_lane_key(keys.master, 3, SealDirection::kToTarget, k0));
+  ASSERT_TRUE(derive_lane_key(keys.master, 3, SealDirection::kToTarget, k1, 1));
+  ASSERT_TRUE(derive_lane_key(keys.master, 3, SealDirection::kToTarget, k2, 2));
+  EXPECT_NE(k0, k1);
+  EXPECT_NE(k1, k2);
+  // Epoch 0 frames under an epoch-1 prefix (the lane number's high half):
+  // the target keys epoch 1 and the hello does not authenticate.
+  Bytes wire = wire_of(keys, 3, {"a recorded hello"});
+  wire[6] = 1;
+  const auto reads = target_reads(keys, wire, {16});
+  EXPECT_EQ(reads[0].ec, kRefused);
+  EXPECT_EQ(reads[0].got, "");
+}
+
 TEST(SealedStream, NoPlaintextOnTheWire) {
   const std::string secret = "the lane secret and the pool's bytes";
   const Bytes wire = wire_of(keys_of(1), 0, {secret});

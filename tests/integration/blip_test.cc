@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// Network blips: the target in a network namespace behind a veth pair whose
+// packets the test drops for a while (netns.h), clients streaming persists,
+// flushes with drains, and reads on every lane meanwhile. An outage within
+// RPMEM_TIMEOUT is latency, not an error; a longer one fails the stalled
+// call in time, every later call at once, and close at once. Every
+// acknowledged byte is checked afterwards, in the pool and in the part file.
+#include "tests/integration/harness.h"
+#include "tests/integration/netns.h"
+
+#include <gtest/gtest.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "librpmem.h"
+
+namespace rpmem_test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr size_t kRegion = kMiB;  // each lane's own part of the pool
+constexpr size_t kBlock = 4096;
+constexpr size_t kBlocks = 200;  // each lane writes the first ones of its region
+constexpr size_t kWritten = kBlocks * kBlock;
+constexpr unsigned kLanes = 3;
+constexpr size_t kPoolSize = 4 * kMiB;
+
+double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// One lane's client: 4 KiB blocks, each persisted, or flushed and drained
+// two at a time, and now and then read back and compared with the local
+// pool. It records the longest call and when it ended.
+struct Stream {
+  std::atomic<bool> stop{false};
+  int err = 0;
+  std::string msg;
+  Clock::time_point failed_at{};
+  uint64_t calls = 0;
+  Clock::duration longest{};
+  Clock::time_point longest_end{};
+  std::thread thread;
+
+  void run(RPMEMpool *rpp, uint8_t *local, unsigned lane) {
+    const size_t base = kBlock + lane * kRegion;  // past the first page
+    std::vector<uint8_t> back(kBlock);
+    for (uint64_t v = 1; !stop.load(); ++v) {
+      const size_t off = base + (v % kBlocks) * kBlock;
+      std::memset(local + off, static_cast<int>(v * 7 + lane), kBlock);
+      std::memcpy(local + off, &v, sizeof(v));
+      const auto start = Clock::now();
+      int rc;
+      const char *what;
+      if (v % 3 == 0) {
+        what = "flush";
+        rc = rpmem_flush(rpp, off, kBlock, lane, 0);
+        if (rc == 0) {
+          what = "drain";
+          rc = rpmem_drain(rpp, lane, 0);
+        }
+      } else {
+        what = "persist";
+        rc = rpmem_persist(rpp, off, kBlock, lane, 0);
+      }
+      if (rc == 0 && v % 5 == 0) {
+        what = "read";
+        rc = rpmem_read(rpp, back.data(), off, kBlock, lane);
+        if (rc == 0 && std::memcmp(back.data(), local + off, kBlock) != 0) {
+          err = -1;
+          msg = "read back other bytes than were persisted";
+          return;
+        }
+      }
+      const auto end = Clock::now();
+      if (rc != 0) {
+        err = errno;
+        msg = std::string(what) + ": " + rpmem_errormsg();
+        failed_at = end;
+        return;
+      }
+      ++calls;
+      if (end - start > longest) {
+        longest = end - start;
+        longest_end = end;
+      }
+    }
+  }
+};
+
+class Blip : public ::testing::Test {
+ protected:
+  Target target_;
+  NetNs net_;
+  LocalPool local_{kPoolSize, 3};
+  std::vector<std::unique_ptr<Stream>> streams_;
+  pid_t service_ = -1;
+
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root for a network namespace";
+    ASSERT_TRUE(NetNs::have_firewall()) << "iptables-legacy is missing (scripts/deps.sh)";
+    std::string why;
+    if (!net_.make(why)) GTEST_SKIP() << why;
+    target_.write_poolset("p.set", {{kPoolSize, "p.part0"}}, "OPTION NOHDRS\n");
+  }
+  void TearDown() override {
+    stop_streams();
+    net_.heal();
+    if (pid_t pid = target_.rpmemd_pid(); pid > 0) ::kill(pid, SIGKILL);
+    if (service_ > 0) {
+      ::kill(service_, SIGKILL);
+      ::waitpid(service_, nullptr, 0);
+    }
+    for (const char *v : {"FAKE_SSH_CONNECTION", "RPMEM_TLS_CA", "RPMEM_TLS_CERT", "RPMEM_TLS_KEY"})
+      ::unsetenv(v);
+  }
+
+  // ssh mode: rpmemd in the namespace, its data lanes over the link (the
+  // stand-in ssh's pipes are the control channel).
+  RPMEMpool *create_over_ssh() {
+    set_env("RPMEM_CMD", net_.in_ns("sh -c '" + target_.rpmemd_cmd() + "'"));
+    set_env("FAKE_SSH_CONNECTION", net_.host_ip() + " 50000 " + net_.ns_ip() + " 22");
+    unsigned nl = kLanes;
+    RPMEMpool *rpp =
+        rpmem_create(net_.ns_ip().c_str(), "p.set", local_.data(), kPoolSize, &nl, nullptr);
+    EXPECT_EQ(nl, kLanes);
+    return rpp;
+  }
+
+  // Service mode: rpmemd --service in the namespace; the TLS control
+  // channel and the lanes both cross the link.
+  RPMEMpool *create_over_service() {
+    const std::string d = target_.dir();
+    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    std::string script = "set -e; cd " + d + "; exec 2>openssl.log\n";
+    script += "openssl req -x509" + key + " -keyout ca.key -out ca.crt -subj /CN=ca -days 2\n";
+    for (const char *name : {"server", "alice"}) {
+      const std::string n = name;
+      script +=
+          "openssl req" + key + " -keyout " + n + ".key -out " + n + ".csr -subj /CN=" + n + "\n";
+      script += "printf '" +
+                (n == "server" ? "subjectAltName=IP:" + net_.ns_ip()
+                               : std::string("extendedKeyUsage=clientAuth")) +
+                "\\n' > " + n + ".ext\n";
+      script += "openssl x509 -req -in " + n +
+                ".csr -CA ca.crt -CAkey ca.key -CAcreateserial -out " + n +
+                ".crt -days 2 -extfile " + n + ".ext\n";
+    }
+    if (std::system(script.c_str()) != 0) {
+      ADD_FAILURE() << "certificate generation failed";
+      return nullptr;
+    }
+    ::mkdir((target_.poolset_dir() + "/alice").c_str(), 0755);
+    target_.write_poolset("alice/p.set", {{kPoolSize, "p.part0"}}, "OPTION NOHDRS\n");
+    const int port = 7636;
+    std::ofstream(d + "/service.conf") << "poolset-dir = " << target_.poolset_dir() << "\n"
+                                       << "log-file = " << d << "/service.log\n"
+                                       << "log-level = info\nservice = yes\n"
+                                       << "service-listen = " << net_.ns_ip() << ":" << port << "\n"
+                                       << "tls-ca = " << d << "/ca.crt\n"
+                                       << "tls-cert = " << d << "/server.crt\n"
+                                       << "tls-key = " << d << "/server.key\n";
+    service_ = ::fork();
+    if (service_ == 0) {
+      ::execlp("ip", "ip", "netns", "exec", net_.name().c_str(), RPMEMD_PATH, "-c",
+               (d + "/service.conf").c_str(), nullptr);
+      ::_exit(127);
+    }
+    if (!accepts(net_.ns_ip(), port)) {
+      ADD_FAILURE() << "the service did not start";
+      return nullptr;
+    }
+    set_env("RPMEM_TLS_CA", d + "/ca.crt");
+    set_env("RPMEM_TLS_CERT", d + "/alice.crt");
+    set_env("RPMEM_TLS_KEY", d + "/alice.key");
+    const std::string target = "rpmems://" + net_.ns_ip() + ":" + std::to_string(port);
+    unsigned nl = kLanes;
+    RPMEMpool *rpp = rpmem_create(target.c_str(), "p.set", local_.data(), kPoolSize, &nl, nullptr);
+    EXPECT_EQ(nl, kLanes);
+    return rpp;
+  }
+
+  static bool accepts(const std::string &ip, int port) {
+    for (int i = 0; i < 500; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_port = htons(static_cast<uint16_t>(port));
+      ::inet_pton(AF_INET, ip.c_str(), &a.sin_addr);
+      const bool ok = ::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0;
+      ::close(fd);
+      if (ok) return true;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    return false;
+  }
+
+  void start_streams(RPMEMpool *rpp) {
+    for (unsigned lane = 0; lane < kLanes; ++lane) {
+      streams_.push_back(std::make_unique<Stream>());
+      Stream *s = streams_.back().get();
+      s->thread = std::thread([this, s, rpp, lane] { s->run(rpp, local_.data(), lane); });
+    }
+  }
+  void stop_streams() {
+    for (auto &s : streams_) s->stop = true;
+    for (auto &s : streams_)
+      if (s->thread.joinable()) s->thread.join();
+  }
+
+  // What the streams acknowledged is in the pool (read through the lanes)
+  // and, once it is closed, in the part file: each lane's blocks.
+  void expect_every_acknowledged_byte(RPMEMpool *rpp, const std::string &part) {
+    std::vector<uint8_t> back(kWritten);
+    for (unsigned lane = 0; lane < kLanes; ++lane) {
+      const size_t base = kBlock + lane * kRegion;
+      ASSERT_EQ(rpmem_read(rpp, back.data(), base, back.size(), lane), 0) << rpmem_errormsg();
+      EXPECT_TRUE(same_bytes(back.data(), local_.data() + base, 0, back.size())) << "lane " << lane;
+    }
+    ASSERT_EQ(rpmem_close(rpp), 0) << rpmem_errormsg();
+    const auto file = read_file(target_.part_path(part));
+    ASSERT_EQ(file.size(), kPoolSize);
+    for (unsigned lane = 0; lane < kLanes; ++lane) {
+      const size_t base = kBlock + lane * kRegion;
+      EXPECT_TRUE(same_bytes(file.data(), local_.data(), base, kWritten)) << "lane " << lane;
+    }
+  }
+
+  // Streams for a second, an outage of `outage`, two seconds more: no call
+  // fails, the stalled ones return within 2 s of the heal.
+  void ride_out(RPMEMpool *rpp, Clock::duration outage, bool both_ways, const std::string &part) {
+    ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << target_.log_text();
+    start_streams(rpp);
+    std::this_thread::sleep_for(seconds(1));
+    ASSERT_TRUE(net_.cut(both_ways));
+    const auto cut_at = Clock::now();
+    std::this_thread::sleep_for(outage);
+    ASSERT_TRUE(net_.heal());
+    const auto healed_at = Clock::now();
+    std::this_thread::sleep_for(seconds(2));
+    stop_streams();
+    Clock::duration longest{};
+    for (unsigned lane = 0; lane < kLanes; ++lane) {
+      const Stream &s = *streams_[lane];
+      EXPECT_EQ(s.err, 0) << "lane " << lane << ": " << s.msg << " after "
+                          << secs(s.failed_at - cut_at) << " s of outage";
+      EXPECT_GT(s.calls, 0u) << "lane " << lane;
+      longest = std::max(longest, s.longest);
+      if (s.longest > seconds(1)) {
+        EXPECT_LT(s.longest_end - healed_at, milliseconds(2500))
+            << "lane " << lane << ": a stalled call returned " << secs(s.longest_end - healed_at)
+            << " s after the heal";
+      }
+      std::printf("lane %u: %llu calls, longest %.2f s, ended %.2f s after the heal\n", lane,
+                  static_cast<unsigned long long>(s.calls), secs(s.longest),
+                  secs(s.longest_end - healed_at));
+    }
+    // The outage was real: some call waited through most of it.
+    EXPECT_GT(longest, outage - milliseconds(1000));
+    expect_every_acknowledged_byte(rpp, part);
+  }
+};
+
+TEST_F(Blip, TwoSecondsBothWaysAreLatency) {
+  ride_out(create_over_ssh(), seconds(2), true, "p.part0");
+}
+
+TEST_F(Blip, FourSecondsBothWaysAreLatency) {
+  ride_out(create_over_ssh(), seconds(4), true, "p.part0");
+}
+
+TEST_F(Blip, TenSecondsBothWaysAreLatency) {
+  ride_out(create_over_ssh(), seconds(10), true, "p.part0");
+}
+
+TEST_F(Blip, TenSecondsOneWayAreLatency) {
+  ride_out(create_over_ssh(), seconds(10), false, "p.part0");
+}
+
+TEST_F(Blip, TenSecondsOfAServicesLinkAreLatency) {
+  ride_out(create_over_service(), seconds(10), true, "p.part0");
+}
+
+// Past RPMEM_TIMEOUT (20 s by default) the target is lost: the stalled call
+// fails within the bound of the outage's start, naming the cause, every
+// later call and close at once. Once the link is back, a new open finds
+// every acknowledged byte.
+TEST_F(Blip, AnOutagePastTheBoundFailsInTimeAndClosesAtOnce) {
+  RPMEMpool *rpp = create_over_ssh();
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << target_.log_text();
+  start_streams(rpp);
+  std::this_thread::sleep_for(seconds(1));
+  ASSERT_TRUE(net_.cut(true));
+  const auto cut_at = Clock::now();
+  for (auto &s : streams_) s->thread.join();
+  for (unsigned lane = 0; lane < kLanes; ++lane) {
+    const Stream &s = *streams_[lane];
+    EXPECT_EQ(s.err, ECONNRESET) << "lane " << lane << ": " << s.msg;
+    EXPECT_LT(s.failed_at - cut_at, seconds(21)) << "lane " << lane;
+    EXPECT_GT(s.failed_at - cut_at, seconds(15)) << "lane " << lane << " gave up early";
+    EXPECT_NE(s.msg.find("no answer from the target for 20 s"), std::string::npos) << s.msg;
+  }
+  auto start = Clock::now();
+  EXPECT_EQ(rpmem_persist(rpp, kBlock, 64, 1, 0), -1);
+  EXPECT_EQ(errno, ECONNRESET);
+  EXPECT_NE(std::string(rpmem_errormsg()).find("no answer from the target"), std::string::npos)
+      << rpmem_errormsg();
+  EXPECT_LT(Clock::now() - start, milliseconds(100));
+  start = Clock::now();
+  EXPECT_EQ(rpmem_close(rpp), -1);
+  EXPECT_EQ(errno, ECONNRESET);
+  EXPECT_LT(Clock::now() - start, seconds(1));
+  // The daemon ends the session on its own (its control channel ended).
+  ASSERT_TRUE(net_.heal());
+  EXPECT_TRUE(wait_gone(target_.rpmemd_pid(), seconds(15)));
+  unsigned nl = kLanes;
+  rpp = rpmem_open(net_.ns_ip().c_str(), "p.set", local_.data(), kPoolSize, &nl, nullptr);
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << target_.log_text();
+  // Every acknowledged block holds its bytes; the one block of each lane
+  // whose call failed may hold either.
+  std::vector<uint8_t> back(kWritten);
+  size_t differing = 0;
+  for (unsigned lane = 0; lane < kLanes; ++lane) {
+    const size_t base = kBlock + lane * kRegion;
+    ASSERT_EQ(rpmem_read(rpp, back.data(), base, back.size(), lane), 0) << rpmem_errormsg();
+    for (size_t b = 0; b < back.size(); b += kBlock)
+      if (std::memcmp(back.data() + b, local_.data() + base + b, kBlock) != 0) ++differing;
+  }
+  EXPECT_EQ(rpmem_close(rpp), 0);
+  EXPECT_LE(differing, kLanes) << "more blocks differ than calls failed";
+}
+
+}  // namespace
+}  // namespace rpmem_test
