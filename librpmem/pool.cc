@@ -189,7 +189,9 @@ void Pool::watch_channel(int hangup, bool send_keepalives) noexcept {
     if (rc <= 0) continue;
     if (p[0].revents) return;  // stop
     if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
-      lose("the target's rpmemd ended the session (control channel closed)");
+      // PMDK's words for it in rpmem_errormsg(); the detail in the log.
+      RPMEM_LOG_ERR("the target's rpmemd ended the session (its control channel closed)");
+      lose(strerror(ECONNRESET));
       return;
     }
   }
@@ -538,7 +540,7 @@ int Pool::close() noexcept try {
     // the session on its own (the control channel's end, or its
     // peer-timeout); what was acknowledged is durable there.
     channel_->close(kLostCloseWait);
-    set_errormsg("close request failed: connection lost: %s", lost_why().c_str());
+    set_errormsg("close request failed: %s", lost_why().c_str());
     return ECONNRESET;
   }
   const auto timeout = settings_.control_timeout();

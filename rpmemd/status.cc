@@ -134,10 +134,12 @@ std::string render_text(const StatusSnapshot &s) {
     }
     o += format("; persisted %" PRIu64 " B in %" PRIu64 " calls, flushed %" PRIu64 " B in %" PRIu64
                 ", %" PRIu64 " drains, read %" PRIu64 " B in %" PRIu64 ", %" PRIu64
-                " failed; %.1f calls/s; persist p50 %s, p99 %s; last request %s\n",
+                " failed, %" PRIu64
+                " lanes back; %.1f calls/s; persist p50 %s, p99 %s;"
+                " last request %s\n",
                 t.persisted_bytes, t.persists, t.flushed_bytes, t.flushes, t.drains, t.read_bytes,
-                t.reads, t.failed, v.calls_per_s, bound_text(t.quantile_ns(0.5)).c_str(),
-                bound_text(t.quantile_ns(0.99)).c_str(),
+                t.reads, t.failed, t.lanes_back, v.calls_per_s,
+                bound_text(t.quantile_ns(0.5)).c_str(), bound_text(t.quantile_ns(0.99)).c_str(),
                 t.last_ns ? (seconds_since(s.now_ns, t.last_ns) + " ago").c_str() : "none");
   }
   o += "caps (in use / at most):\n";
@@ -169,9 +171,10 @@ std::string render_json(const StatusSnapshot &s) {
          ",\"persist_method\":" + json_string(v.pool.method) +
          format(",\"persists\":%" PRIu64 ",\"bytes_persisted\":%" PRIu64 ",\"flushes\":%" PRIu64
                 ",\"bytes_flushed\":%" PRIu64 ",\"drains\":%" PRIu64 ",\"reads\":%" PRIu64
-                ",\"bytes_read\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"calls_per_second\":%.1f,",
+                ",\"bytes_read\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"lanes_back\":%" PRIu64
+                ",\"calls_per_second\":%.1f,",
                 t.persists, t.persisted_bytes, t.flushes, t.flushed_bytes, t.drains, t.reads,
-                t.read_bytes, t.failed, v.calls_per_s) +
+                t.read_bytes, t.failed, t.lanes_back, v.calls_per_s) +
          "\"persist_p50_seconds\":" + json_quantile(t, 0.5) +
          ",\"persist_p99_seconds\":" + json_quantile(t, 0.99) + ",\"seconds_since_last_request\":" +
          (t.last_ns ? format("%.3f", static_cast<double>(s.now_ns - t.last_ns) / 1e9) : "null") +
@@ -229,6 +232,10 @@ std::string render_metrics(const StatusSnapshot &s) {
               {"read", &LaneTotals::reads}});
   per_client("rpmemd_requests_failed_total", "Data requests answered with an error, by client.",
              {{nullptr, &LaneTotals::failed}});
+  per_client("rpmemd_lanes_back_total",
+             "Lanes that connected again within their session (a broken or stalled connection), "
+             "by client.",
+             {{nullptr, &LaneTotals::lanes_back}});
   per_client("rpmemd_bytes_persisted_total", "Bytes of persists served, by client.",
              {{nullptr, &LaneTotals::persisted_bytes}});
   per_client("rpmemd_bytes_flushed_total", "Bytes of flushes (posted writes), by client.",

@@ -15,6 +15,7 @@ LaneTotals &LaneTotals::operator+=(const LaneTotals &o) noexcept {
   reads += o.reads;
   read_bytes += o.read_bytes;
   failed += o.failed;
+  lanes_back += o.lanes_back;
   served_ns += o.served_ns;
   last_ns = std::max(last_ns, o.last_ns);
   for (size_t i = 0; i < kLatencyBuckets; ++i) latency[i] += o.latency[i];
@@ -83,6 +84,7 @@ void LaneCounters::add_to(LaneTotals &t) const noexcept {
 LaneTotals TargetCounters::sum() const noexcept {
   LaneTotals t;
   for (unsigned i = 0; i < n_; ++i) lanes_[i].add_to(t);
+  t.lanes_back = lanes_returned();
   return t;
 }
 

@@ -39,9 +39,10 @@ struct LaneTotals {
   uint64_t flushes = 0, flushed_bytes = 0;     // posted writes, durable at a drain
   uint64_t drains = 0;
   uint64_t reads = 0, read_bytes = 0;
-  uint64_t failed = 0;     // requests answered with an error status
-  int64_t last_ns = 0;     // steady clock of the latest request; 0: none yet
-  uint64_t served_ns = 0;  // sum of the persists' and drains' service times
+  uint64_t failed = 0;      // requests answered with an error status
+  uint64_t lanes_back = 0;  // lanes that connected again within their session
+  int64_t last_ns = 0;      // steady clock of the latest request; 0: none yet
+  uint64_t served_ns = 0;   // sum of the persists' and drains' service times
   std::array<uint64_t, kLatencyBuckets> latency{};  // persists and drains, per bucket
   LaneTotals &operator+=(const LaneTotals &o) noexcept;
   uint64_t calls() const noexcept { return persists + flushes + drains + reads; }

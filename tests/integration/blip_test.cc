@@ -273,6 +273,23 @@ class Blip : public ::testing::Test {
   }
 };
 
+// A lossy link (2 % of the packets dropped each way) is slower, and
+// nothing more: no call fails, every byte lands.
+TEST_F(Blip, ALossyLinkIsSlowerAndLosesNothing) {
+  RPMEMpool *rpp = create_over_ssh();
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << target_.log_text();
+  ASSERT_TRUE(net_.lossy(0.02));
+  start_streams(rpp);
+  std::this_thread::sleep_for(seconds(4));
+  stop_streams();
+  ASSERT_TRUE(net_.heal());
+  for (unsigned lane = 0; lane < kLanes; ++lane) {
+    EXPECT_EQ(streams_[lane]->err, 0) << "lane " << lane << ": " << streams_[lane]->msg;
+    EXPECT_GT(streams_[lane]->calls, 0u) << "lane " << lane;
+  }
+  expect_every_acknowledged_byte(rpp, "p.part0");
+}
+
 TEST_F(Blip, TwoSecondsBothWaysAreLatency) {
   ride_out(create_over_ssh(), seconds(2), true, "p.part0");
 }

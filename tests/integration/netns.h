@@ -75,6 +75,14 @@ class NetNs {
     return sh(fw + "-I OUTPUT -o " + ns_if_ + " -j DROP") == 0 &&
            (!both_ways || sh(fw + "-I INPUT -i " + ns_if_ + " -j DROP") == 0);
   }
+  // The link drops each packet with probability `p`, both ways.
+  bool lossy(double p) const {
+    const std::string fw = in_ns("iptables-legacy -w ");
+    const std::string rule =
+        " -m statistic --mode random --probability " + std::to_string(p) + " -j DROP";
+    return sh(fw + "-I OUTPUT -o " + ns_if_ + rule) == 0 &&
+           sh(fw + "-I INPUT -i " + ns_if_ + rule) == 0;
+  }
   bool heal() const {
     const std::string fw = in_ns("iptables-legacy -w ");
     return sh(fw + "-F OUTPUT") == 0 && sh(fw + "-F INPUT") == 0;

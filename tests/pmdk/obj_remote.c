@@ -10,6 +10,10 @@
  *   obj_remote rewrite PATH N SEED  pmemobj_open, rewrite every object in
  *                                   one transaction per object, close
  *   obj_remote verify PATH N SEED   pmemobj_open, check the N objects, close
+ *   obj_remote churn PATH N SEED STOP
+ *                                   pmemobj_open, rewrite every object with
+ *                                   SEED, SEED+1, ... until the file STOP
+ *                                   exists; prints the last seed written
  *
  * Object i has size object_size(i) and bytes pattern(SEED, i, j); the root
  * object holds the count, the seed and the OIDs. Exit status 0 on success,
@@ -17,6 +21,7 @@
 #include <libpmemobj.h>
 
 #include <errno.h>
+#include <unistd.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,8 +129,9 @@ static int verify(PMEMobjpool *pop, uint64_t n, uint64_t seed)
 
 int main(int argc, char *argv[])
 {
-	if (argc != 5) {
-		fprintf(stderr, "usage: %s create|populate|rewrite|verify PATH N SEED\n", argv[0]);
+	if (argc != 5 && !(argc == 6 && strcmp(argv[1], "churn") == 0)) {
+		fprintf(stderr, "usage: %s create|populate|rewrite|verify PATH N SEED\n"
+				"       %s churn PATH N SEED STOP\n", argv[0], argv[0]);
 		return 2;
 	}
 	const char *cmd = argv[1], *path = argv[2];
@@ -147,6 +153,13 @@ int main(int argc, char *argv[])
 			ret = write_objects(pop, n, seed, 1);
 		else if (strcmp(cmd, "rewrite") == 0)
 			ret = write_objects(pop, n, seed, 0);
+		else if (strcmp(cmd, "churn") == 0) {
+			ret = 0;
+			uint64_t s = seed;
+			for (; ret == 0 && access(argv[5], F_OK) != 0; ++s)
+				ret = write_objects(pop, n, s, 0);
+			printf("%llu\n", (unsigned long long)(s - 1));
+		}
 		else
 			ret = verify(pop, n, seed);
 	}

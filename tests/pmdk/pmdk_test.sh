@@ -8,7 +8,7 @@
 #
 #   pmdk_test.sh SCENARIO      (environment: RPMEM_LIB_DIR RPMEMD LOCAL_SSH
 #                               OBJ_REMOTE, set by tests/pmdk/CMakeLists.txt)
-# Scenarios: obj singlehdr pmempool two_remotes sds_off evil_replica
+# Scenarios: obj singlehdr pmempool two_remotes sds_off evil_replica blip
 # RPMEM_PMDK_TARGET_DIR: where the targets keep their parts (default: with
 # the client's, under /tmp).
 set -euo pipefail
@@ -268,6 +268,60 @@ two_remotes)
   for t in 1 2; do
     [ ! -e "$T/t$t/poolsets/r$t.set" ] && [ ! -e "$T/t$t/parts/r$t.part0" ] || die "t$t not removed"
   done
+  ;;
+blip)
+  # A 10 s network outage in the middle of transactions: the target in a
+  # network namespace behind a veth pair whose packets its firewall drops
+  # (the data lanes cross the link; the stand-in ssh's pipes do not).
+  # libpmemobj must not abort (it does on a failed remote persist), and
+  # every committed transaction must be in the replica.
+  [ "$(id -u)" = 0 ] || { echo "SKIP: needs root for a network namespace"; exit 77; }
+  command -v iptables-legacy > /dev/null || die "iptables-legacy is missing (scripts/deps.sh)"
+  id=$$; ns=rpmemo$id; hif=rpmo$id; nif=rpmp$id; net=10.232.$((id % 250))
+  ip netns add "$ns" || { echo "SKIP: network namespaces not permitted"; exit 77; }
+  trap 'ip link del "$hif" 2>/dev/null; ip netns del "$ns"; rm -rf "$W" "$T"' EXIT
+  ip link add "$hif" type veth peer name "$nif"
+  ip link set "$nif" netns "$ns"
+  ip addr add "$net.1/24" dev "$hif"
+  ip link set "$hif" up
+  ip netns exec "$ns" ip addr add "$net.2/24" dev "$nif"
+  ip netns exec "$ns" ip link set "$nif" up
+  ip netns exec "$ns" ip link set lo up
+  for _ in $(seq 50); do  # until both ends have carrier
+    ip link show dev "$hif" | grep -q LOWER_UP &&
+      ip netns exec "$ns" ip link show dev "$nif" | grep -q LOWER_UP && break
+    sleep 0.1
+  done
+  new_target 1
+  CMD="ip netns exec $ns $(rpmemd_cmd 1)"
+  export FAKE_SSH_CONNECTION="$net.1 50000 $net.2 22"
+  poolset "$T/t1/poolsets/remote.set" "20M $T/t1/parts/remote.part0"
+  poolset "$W/client/pool.set" "16M $W/client/local.part0" "REPLICA $net.2 remote.set"
+  client "$OBJ_REMOTE" create "$W/client/pool.set" 200 10
+  say "transactions, and 10 s into them nothing crosses the link for 10 s"
+  echo "+ $OBJ_REMOTE churn $W/client/pool.set 200 11 STOP &"
+  LD_LIBRARY_PATH="$RPMEM_LIB_DIR" RPMEM_SSH="$LOCAL_SSH" RPMEM_CMD="$CMD" \
+    RPMEM_LOG_LEVEL=3 RPMEM_LOG_FILE="$W/client/librpmem.log" \
+    timeout 120 "$OBJ_REMOTE" churn "$W/client/pool.set" 200 11 "$W/stop" > "$W/last" &
+  churn=$!
+  sleep 2
+  fw="ip netns exec $ns iptables-legacy -w"
+  $fw -I OUTPUT -o "$nif" -j DROP
+  $fw -I INPUT -i "$nif" -j DROP
+  sleep 10
+  $fw -F OUTPUT
+  $fw -F INPUT
+  sleep 3
+  touch "$W/stop"
+  wait "$churn" || die "libpmemobj's transactions failed during the outage (exit $?): $(tail -5 "$W/client/librpmem.log")"
+  last=$(cat "$W/last")
+  [ "$last" -gt 11 ] || die "no round of transactions completed ($last)"
+  grep -q "connected again" "$W/client/librpmem.log" ||
+    die "no lane connected again: the outage did not happen? $(tail -5 "$W/client/librpmem.log")"
+  say "$((last - 10)) rounds of 200 transactions; lanes that came back:"
+  grep "connected again" "$W/client/librpmem.log" | sed 's/^/    /' | head -5
+  client "$OBJ_REMOTE" verify "$W/client/pool.set" 200 "$last"
+  check_replica 1 remote.set 200 "$last" "$T/t1/parts/remote.part0"
   ;;
 *)
   echo "unknown scenario $scenario" >&2

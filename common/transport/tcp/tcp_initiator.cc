@@ -130,6 +130,9 @@ std::error_code TcpInitiatorLane::recv_exact(void *buf, size_t len) noexcept {
 }
 
 void TcpInitiatorLane::shutdown() noexcept {
+  // Under fd_mu_: the lane's own thread may be swapping in a new connection
+  // (come_back), and the old number may already name another file.
+  std::lock_guard lock(fd_mu_);
   dead_.store(true, std::memory_order_relaxed);
   ::shutdown(fd_, SHUT_RDWR);
 }
@@ -189,10 +192,18 @@ std::error_code TcpInitiatorLane::come_back(std::error_code cause) noexcept {
     if (conn) {
       // The new connection in, the old one out: from now on every byte
       // goes on the new one.
-      std::unique_ptr<ByteStream> old = std::move(tls_);
-      if (!old) ::close(fd_);
-      fd_ = conn->fd;
-      tls_ = std::move(conn->stream);
+      std::unique_ptr<ByteStream> old;
+      {
+        std::lock_guard lock(fd_mu_);
+        if (dead_.load(std::memory_order_relaxed)) {
+          if (!conn->stream) ::close(conn->fd);
+          return errc(ECONNRESET);
+        }
+        old = std::move(tls_);
+        if (!old) ::close(fd_);
+        fd_ = conn->fd;
+        tls_ = std::move(conn->stream);
+      }
       keepalive_ = false;
       queued_ = 0;
       niov_ = 0;

@@ -30,6 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -118,8 +119,9 @@ class TcpInitiatorLane final : public InitiatorLane {
   void moved() noexcept { progress_ = std::chrono::steady_clock::now(); }
   std::string bound_text() const;
 
-  int fd_;
+  int fd_;  // written by the lane's thread under fd_mu_ (come_back)
   std::unique_ptr<ByteStream> tls_;
+  std::mutex fd_mu_;  // shutdown() against a swap of the connection
   const std::shared_ptr<const LaneDialer> dialer_;
   const unsigned number_;
   uint16_t epoch_ = 0;

@@ -99,6 +99,7 @@ StatusSnapshot sample_snapshot(const std::string &cn) {
   // reads the clock.
   counters->lane(0)->served(LaneOp::kPersist, 4096, LaneCounters::now_ns() - 30'000'000, false);
   counters->lane(0)->served(LaneOp::kRead, 512, LaneCounters::now_ns(), false);
+  counters->lane_returned();  // its lane connected again once
   s.sessions.push_back(st.view());
   s.sessions.back().totals.last_ns = 9'000'000'000;
   s.caps = {{"max-handshakes", 2, 128}, {"max-sessions", 1, 512}};
@@ -119,7 +120,7 @@ TEST(StatusRender, TextHasALinePerSessionTheCapsAndTheRefusals) {
                    "APM; persisted 4096 B in 1 calls"),
             std::string::npos)
       << t;
-  EXPECT_NE(t.find("read 512 B in 1"), std::string::npos) << t;
+  EXPECT_NE(t.find("read 512 B in 1, 0 failed, 1 lanes back;"), std::string::npos) << t;
   EXPECT_NE(t.find("last request 1.0 s ago"), std::string::npos) << t;
   EXPECT_NE(t.find("max-handshakes               2 / 128"), std::string::npos) << t;
   EXPECT_NE(t.find("       2  has no pool set directory"), std::string::npos) << t;
@@ -161,6 +162,8 @@ TEST(StatusRender, MetricsFollowTheTextFormatAndSumEndedAndLiveSessions) {
   EXPECT_EQ(v["rpmemd_bytes_persisted_total{client=\"al\\\"ice\\n\\\\\"}"], 4096) << m;
   EXPECT_EQ(v["rpmemd_bytes_persisted_total{client=\"bob\"}"], 500) << m;
   EXPECT_EQ(v["rpmemd_requests_total{client=\"bob\",op=\"persist\"}"], 5) << m;
+  EXPECT_EQ(v["rpmemd_lanes_back_total{client=\"al\\\"ice\\n\\\\\"}"], 1) << m;
+  EXPECT_EQ(v["rpmemd_lanes_back_total{client=\"bob\"}"], 0) << m;
   EXPECT_EQ(v["rpmemd_sessions"], 1);
   EXPECT_EQ(v["rpmemd_persist_seconds_count"], 6) << "bob's 5 and the live session's 1";
   EXPECT_EQ(v["rpmemd_persist_seconds_bucket{le=\"1e-05\"}"], 5) << m;  // bob's
