@@ -239,12 +239,15 @@ class Blip : public ::testing::Test {
   }
 
   // Streams for a second, an outage of `outage`, two seconds more: no call
-  // fails, the stalled ones return within 2 s of the heal.
-  void ride_out(RPMEMpool *rpp, Clock::duration outage, bool both_ways, const std::string &part) {
+  // fails, the stalled ones return within 2 s of the heal. The outage drops
+  // the link's packets (`both_ways`, or only the target's), or with
+  // `resets` answers them with resets, so that the connections break.
+  void ride_out(RPMEMpool *rpp, Clock::duration outage, bool both_ways, const std::string &part,
+                bool resets = false) {
     ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << target_.log_text();
     start_streams(rpp);
     std::this_thread::sleep_for(seconds(1));
-    ASSERT_TRUE(net_.cut(both_ways));
+    ASSERT_TRUE(resets ? net_.reset() : net_.cut(both_ways));
     const auto cut_at = Clock::now();
     std::this_thread::sleep_for(outage);
     ASSERT_TRUE(net_.heal());
@@ -304,6 +307,12 @@ TEST_F(Blip, TenSecondsBothWaysAreLatency) {
 
 TEST_F(Blip, TenSecondsOneWayAreLatency) {
   ride_out(create_over_ssh(), seconds(10), false, "p.part0");
+}
+
+// Connections that break (the target's host resets them, and refuses new
+// ones, for 3 s): the lanes connect again once it takes them.
+TEST_F(Blip, ThreeSecondsOfResetsAreLatency) {
+  ride_out(create_over_ssh(), seconds(3), true, "p.part0", true);
 }
 
 TEST_F(Blip, TenSecondsOfAServicesLinkAreLatency) {

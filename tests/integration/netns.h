@@ -75,6 +75,12 @@ class NetNs {
     return sh(fw + "-I OUTPUT -o " + ns_if_ + " -j DROP") == 0 &&
            (!both_ways || sh(fw + "-I INPUT -i " + ns_if_ + " -j DROP") == 0);
   }
+  // The target's host answers every tcp packet from the link with a reset:
+  // each connection breaks at its next packet, and new ones are refused.
+  bool reset() const {
+    return sh(in_ns("iptables-legacy -w -I INPUT -i " + ns_if_ +
+                    " -p tcp -j REJECT --reject-with tcp-reset")) == 0;
+  }
   // The link drops each packet with probability `p`, both ways.
   bool lossy(double p) const {
     const std::string fw = in_ns("iptables-legacy -w ");
