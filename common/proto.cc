@@ -118,6 +118,7 @@ constexpr StatusInfo kStatusTable[] = {
     {ENOENT, "Pool set or its part doesn't exist or it is unavailable"},
     {EACCES, "Pool set permission denied"},
     {EINVAL, "Invalid pool set configuration"},
+    {ESTALE, "Pool opened by another session since"},
 };
 static_assert(std::size(kStatusTable) == static_cast<size_t>(Status::kCount));
 
@@ -205,6 +206,10 @@ Bytes encode(MsgType type, const PoolRequest &m) {
   w.u16(static_cast<uint16_t>(m.pool_set.size()));
   w.u16(0);
   w.raw(m.pool_set.data(), m.pool_set.size());
+  if (m.extended) {
+    w.u32(m.reopen ? 1 : 0);
+    w.raw(m.token.data(), m.token.size());
+  }
   return w.finish();
 }
 
@@ -227,6 +232,11 @@ Bytes encode(const PoolResponse &m) {
     w.u16(static_cast<uint16_t>(m.lane_psk.size()));
     w.u16(0);
     w.raw(m.lane_psk.data(), m.lane_psk.size());
+    if (m.tokened) {
+      w.u16(static_cast<uint16_t>(m.token.size()));
+      w.u16(0);
+      w.raw(m.token.data(), m.token.size());
+    }
   }
   return w.finish();
 }
@@ -300,6 +310,13 @@ std::optional<PoolRequest> decode_pool_request(std::span<const uint8_t> payload)
     return std::nullopt;
   m.pool_set.resize(name_len);
   r.raw(m.pool_set.data(), name_len);
+  if (r.ok() && !r.done() && m.minor >= kMinorResume) {  // the reopen extension
+    m.extended = true;
+    const uint32_t reopen = r.u32();
+    r.raw(m.token.data(), m.token.size());
+    if (reopen > 1) return std::nullopt;
+    m.reopen = reopen == 1;
+  }
   if (!r.done() || m.pool_set.find('\0') != std::string::npos) return std::nullopt;
   return m;
 }
@@ -334,6 +351,15 @@ std::optional<PoolResponse> decode_pool_response(std::span<const uint8_t> payloa
       return std::nullopt;
     m.lane_psk.resize(psk_len);
     r.raw(m.lane_psk.data(), psk_len);
+    if (r.ok() && !r.done()) {  // the token extension
+      m.tokened = true;
+      const uint16_t token_len = r.u16();
+      const uint16_t reserved4 = r.u16();
+      if (!r.ok() || reserved4 != 0 || (token_len != 0 && token_len != kTokenSize))
+        return std::nullopt;
+      m.token.resize(token_len);
+      r.raw(m.token.data(), token_len);
+    }
   }
   if (!r.done()) return std::nullopt;
   if (m.status == Status::kSuccess) {

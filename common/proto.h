@@ -43,10 +43,16 @@ inline constexpr uint16_t kMajor = 1;
 // it beside kLaneTls (only towards a daemon whose hello says minor >= 5):
 // it can seal; the daemon answers kLaneTls | kLaneSealed when the lanes are
 // sealed rather than inside TLS.
-// Minor 6: lanes that come back. A lane hello may carry an epoch above 0:
-// the lane connects again within its session (its connection broke or
-// stalled) and the target serves it on the new connection from then on.
-// A client sends one only to a daemon whose hello says minor >= 6.
+// Minor 6: lanes and sessions that come back. A lane hello may carry an
+// epoch above 0: the lane connects again within its session (its
+// connection broke or stalled) and the target serves it on the new
+// connection from then on. A service's pool response carries a session
+// token (PoolResponse's token extension, for a client of minor >= 6), and
+// a pool request may carry one back (PoolRequest's reopen extension, only
+// towards a daemon whose hello says minor >= 6): the client reopens its
+// pool after the service restarted, and is refused (kStale) when another
+// session opened the pool in between. A client sends epochs above 0 only
+// to a daemon of minor >= 6.
 inline constexpr uint16_t kMinor = 6;
 inline constexpr uint16_t kMinorKeepalive = 1;
 inline constexpr uint16_t kMinorStaged = 2;
@@ -92,7 +98,10 @@ enum class Status : uint32_t {
   kNoExist = 11,
   kNoAccess = 12,
   kPoolCfg = 13,
-  kCount = 14,
+  // Minor 6: a reopen whose token is not the pool's latest (another
+  // session opened it since); sent only in reply to a reopen.
+  kStale = 14,
+  kCount = 15,
 };
 
 // Status -> errno on the client, and the fixed message for rpmem_errormsg().
@@ -108,6 +117,9 @@ inline constexpr uint32_t transport_bit(TransportKind k) { return 1u << static_c
 enum class PersistMethod : uint32_t { kGpspm = 1, kApm = 2 };
 
 using Secret = std::array<uint8_t, kSecretSize>;
+// Which session last opened a service's pool (minor 6).
+inline constexpr size_t kTokenSize = 16;
+using SessionToken = std::array<uint8_t, kTokenSize>;
 using Bytes = std::vector<uint8_t>;
 
 struct FrameHeader {
@@ -131,6 +143,12 @@ struct PoolRequest {  // kCreate / kOpen
   uint32_t lane_flags = 0;  // kLaneTls: the client wants TLS data lanes (0 before minor 3)
   PoolAttr attr{};          // kCreate only; all-zero means "no headers"
   std::string pool_set;
+  // The reopen extension (minor 6), after pool_set: u32 reopen (0 or 1),
+  // the token. Sent only to a daemon of minor >= 6 (`extended`); with
+  // `reopen`, a kOpen reopens the pool as the session `token` was given to.
+  bool extended = false;
+  bool reopen = false;
+  SessionToken token{};
 };
 
 inline constexpr uint32_t kPoolHasHeaders = 1;  // offsets below 4096 are the header
@@ -164,6 +182,12 @@ struct PoolResponse {  // kPoolResp
   // ssh mode: the TLS 1.3 external PSK of the lanes, or with kLaneSealed
   // their 32-byte master key; empty otherwise.
   Bytes lane_psk;
+  // The token extension (minor 6), after the lane security extension: u16
+  // length (0 or kTokenSize), u16 reserved = 0, the token: what a reopen
+  // after a restart of the service proves. Sent only to a client of minor
+  // >= 6 (`tokened`, which needs `extended`); length 0: no token (ssh mode).
+  bool tokened = false;
+  Bytes token;
 };
 
 struct SetAttrRequest {

@@ -11,6 +11,7 @@
 #include "librpmem/tls_channel.h"
 
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/wait.h>
@@ -160,8 +161,9 @@ void Pool::start_keepalive(bool send_keepalives) {
   const int hangup = watched >= 0 ? ::fcntl(watched, F_DUPFD_CLOEXEC, 0) : -1;
   try {
     keepalive_ = std::thread([this, hangup, send_keepalives] {
-      watch_channel(hangup, send_keepalives);
-      if (hangup >= 0) ::close(hangup);
+      int watched_fd = hangup;
+      watch_channel(watched_fd, send_keepalives);  // may replace it (reopen)
+      if (watched_fd >= 0) ::close(watched_fd);
     });
   } catch (...) {
     if (hangup >= 0) ::close(hangup);
@@ -171,7 +173,8 @@ void Pool::start_keepalive(bool send_keepalives) {
   }
 }
 
-void Pool::watch_channel(int hangup, bool send_keepalives) noexcept {
+void Pool::watch_channel(int &hangup, bool send_keepalives) noexcept {
+  const bool keepalives = send_keepalives;
   // The first keepalive at once: from then on the daemon expects them.
   for (;;) {
     if (send_keepalives) {
@@ -189,12 +192,182 @@ void Pool::watch_channel(int hangup, bool send_keepalives) noexcept {
     if (rc <= 0) continue;
     if (p[0].revents) return;  // stop
     if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+      if (reopen_) {  // a service: it may be restarting
+        if (reopen(hangup)) {
+          send_keepalives = keepalives;
+          continue;
+        }
+        return;
+      }
       // PMDK's words for it in rpmem_errormsg(); the detail in the log.
       RPMEM_LOG_ERR("the target's rpmemd ended the session (its control channel closed)");
       lose(strerror(ECONNRESET));
       return;
     }
   }
+}
+
+bool Pool::stop_requested() const noexcept {
+  pollfd p{keepalive_stop_fd_, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 1;
+}
+
+// One attempt at reopening, within `left`: the new channel and its answer,
+// or why not (`fatal`: no later attempt can do better).
+struct ReopenTry {
+  std::unique_ptr<ControlChannel> channel;
+  proto::PoolResponse resp;
+  std::string why;
+  bool fatal = false;
+};
+
+namespace {
+
+ReopenTry reopen_once(const TargetAddress &target, const Settings &settings,
+                      const proto::PoolRequest &req, std::chrono::milliseconds left) {
+  ReopenTry t;
+  const auto step = std::min<std::chrono::milliseconds>(left, std::chrono::seconds(2));
+  auto tls = TlsChannel::connect(target, settings, step);
+  if (!tls) {
+    t.why = tls.error().message;
+    return t;
+  }
+  auto &ch = *tls.value();
+  proto::Bytes payload;
+  std::optional<proto::Hello> hello;
+  if (auto ec = ch.recv(MsgType::kHello, payload, step)) {
+    t.why = "no hello: " + ec.message();
+    return t;
+  }
+  if (!(hello = proto::decode_hello(payload)) || hello->status != 0) {
+    t.why = "the service refused the connection";
+    return t;
+  }
+  if (hello->major != proto::kMajor || hello->minor < proto::kMinorResume) {
+    t.why = "the restarted service cannot reopen pools (protocol " + std::to_string(hello->major) +
+            "." + std::to_string(hello->minor) + ")";
+    t.fatal = true;
+    return t;
+  }
+  std::optional<proto::PoolResponse> resp;
+  if (auto ec = ch.send(proto::encode(MsgType::kOpen, req), step)) {
+    t.why = "sending the open request: " + ec.message();
+    return t;
+  }
+  if (auto ec = ch.recv(MsgType::kPoolResp, payload, left)) {
+    t.why = "no answer to the open request: " + ec.message();
+    return t;
+  }
+  if (!(resp = proto::decode_pool_response(payload))) {
+    t.why = "invalid response from the target";
+    t.fatal = true;
+    return t;
+  }
+  t.resp = std::move(*resp);
+  t.channel = std::move(tls.value());
+  return t;
+}
+
+}  // namespace
+
+bool Pool::reopen(int &hangup) noexcept try {
+  using Clock = std::chrono::steady_clock;
+  Reopen &r = *reopen_;
+  const auto start = Clock::now();
+  const auto deadline = start + settings_.timeout;
+  RPMEM_LOG_WARN("%s: the service ended the session; opening pool '%s' again",
+                 r.target.host.c_str(), r.request.pool_set.c_str());
+  std::string why = "no answer";
+  bool fatal = false;
+  for (;;) {
+    if (stop_requested()) return false;
+    const auto now = Clock::now();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
+    if (left.count() <= 0) break;
+    std::copy(r.token.begin(), r.token.end(), r.request.token.begin());
+    ReopenTry t = reopen_once(r.target, settings_, r.request, left);
+    if (t.channel) {
+      const proto::PoolResponse &resp = t.resp;
+      if (resp.status != proto::Status::kSuccess) {
+        why = resp.status == proto::Status::kStale
+                  ? "the pool was opened by another session while the service restarted"
+                  : std::string("the restarted service refused to reopen the pool: ") +
+                        proto::status_message(resp.status);
+        fatal = true;
+        break;
+      }
+      const bool headers = (resp.pool_flags & proto::kPoolHasHeaders) != 0;
+      PoolAttr known;
+      {
+        std::lock_guard lock(control_mu_);  // set_attr() changes it
+        known = r.attr;
+      }
+      const char *other = nullptr;
+      if (resp.nlanes != lanes_.size())
+        other = "the service grants it another number of lanes";
+      else if (resp.transport != proto::TransportKind::kTcp)
+        other = "the service serves it over another transport";
+      else if (headers != has_headers_ || (headers && !(resp.attr == known)))
+        other = "it is not the same pool (its attributes differ)";
+      else if ((resp.lane_flags & proto::kLaneFlags) != r.lane_flags)
+        other = "the service secures its lanes another way";
+      else if (resp.token.size() != proto::kTokenSize)
+        other = "the service gave no session token";
+      transport::LaneRoute::Where where{resp.port, resp.secret, {}};
+      if (!other && (r.lane_flags & proto::kLaneSealed) &&
+          !t.channel->export_keying_material(where.master.data(), where.master.size(),
+                                             transport::tcp::kSealExporterLabel, resp.secret.data(),
+                                             resp.secret.size()))
+        other = "its sealed lanes cannot be keyed";
+      if (other) {
+        proto::CloseRequest close{0};
+        proto::Bytes ignored;
+        if (!t.channel->send(proto::encode(close), std::chrono::seconds(1)))
+          t.channel->recv(MsgType::kCloseResp, ignored, std::chrono::seconds(1));
+        t.channel->close(std::chrono::milliseconds(200));
+        why = std::string("the reopened pool cannot take the session's place: ") + other;
+        fatal = true;
+        break;
+      }
+      r.token = resp.token;
+      r.route->set(where);
+      OPENSSL_cleanse(where.master.data(), where.master.size());
+      const int fd = t.channel->hangup_fd();
+      {
+        std::lock_guard lock(control_mu_);
+        channel_->close(std::chrono::milliseconds(0));
+        channel_ = std::move(t.channel);
+      }
+      if (hangup >= 0) ::close(hangup);
+      hangup = fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
+      RPMEM_LOG_NOTICE(
+          "%s: pool '%s' reopened after %lld ms, the service having restarted",
+          r.target.host.c_str(), r.request.pool_set.c_str(),
+          static_cast<long long>(
+              std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()));
+      return true;
+    }
+    why = t.why;
+    if (t.fatal) {
+      fatal = true;
+      break;
+    }
+    // A refusal comes at once (the service not listening yet): the next
+    // try a little later.
+    const auto next = now + std::chrono::milliseconds(200);
+    pollfd p{keepalive_stop_fd_, POLLIN, 0};
+    const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
+    if (wait.count() > 0 && ::poll(&p, 1, static_cast<int>(wait.count())) == 1) return false;
+  }
+  if (!fatal) {
+    RPMEM_LOG_ERR("the service did not come back (last try: %s)", why.c_str());
+    why = no_answer(settings_.timeout) + " (the service did not come back)";
+  }
+  lose(why);
+  return false;
+} catch (...) {
+  lose("out of memory while reopening the pool");
+  return false;
 }
 
 void Pool::stop_keepalive() noexcept {
@@ -300,6 +473,7 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   req.transports = transports & hello->transports;
   req.pool_set = args.pool_set;
   if (args.create) req.attr = args.create_attr;
+  req.extended = hello->minor >= proto::kMinorResume;  // it takes the reopen extension
   if (req.pool_set.size() > proto::kMaxPoolSetName)
     return fail(EINVAL, proto::status_message(proto::Status::kBadName));
   if (auto ec =
@@ -341,6 +515,9 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   params.provider_data = resp->provider_data;
   params.work_queue_size = pool->settings_.work_queue_size;
   params.comeback = hello->minor >= proto::kMinorResume;
+  if (params.comeback && target->service && resp->transport == proto::TransportKind::kTcp)
+    params.route = std::make_shared<transport::LaneRoute>(
+        transport::LaneRoute::Where{resp->port, resp->secret, {}});
   Result<std::vector<std::unique_ptr<transport::InitiatorLane>>> lanes =
       Error{errc(EPROTO), "the target did not put the data lanes inside TLS (RPMEM_DATA_TLS=1)"};
   if (lane_tls && resp->transport != proto::TransportKind::kTcp) {
@@ -360,6 +537,8 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
       std::copy(resp->lane_psk.begin(), resp->lane_psk.end(), params.seal.master.begin());
       keyed = true;
     }
+    if (keyed && params.route)
+      params.route->set(transport::LaneRoute::Where{resp->port, resp->secret, params.seal.master});
     if (keyed)
       lanes = transport::connect_lanes(resp->transport, params);
     else
@@ -394,6 +573,22 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
                 lanes.error().message);
   }
   pool->lanes_ = std::move(lanes.value());
+  // A service that gave a token takes the pool back after a restart.
+  if (target->service && resp->transport == proto::TransportKind::kTcp &&
+      resp->token.size() == proto::kTokenSize && params.route) {
+    auto r = std::make_unique<Reopen>();
+    r->target = *target;
+    r->request = req;
+    r->request.nlanes = resp->nlanes;
+    r->request.extended = true;
+    r->request.reopen = true;
+    r->request.attr = PoolAttr{};
+    r->token = resp->token;
+    r->attr = args.create ? args.create_attr : resp->attr;
+    r->lane_flags = resp->lane_flags & proto::kLaneFlags;
+    r->route = params.route;
+    pool->reopen_ = std::move(r);
+  }
   try {
     pool->start_keepalive(hello->minor >= proto::kMinorKeepalive);
   } catch (const std::system_error &e) {  // the session works without
@@ -525,6 +720,7 @@ int Pool::set_attr(const PoolAttr *attr) noexcept try {
     set_errormsg("%s", proto::status_message(status));
     return proto::status_to_errno(status);
   }
+  if (reopen_) reopen_->attr = req.attr;  // what a reopen must find
   return 0;
 } catch (...) {
   set_errormsg("set attributes request failed: out of memory");

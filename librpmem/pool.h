@@ -19,6 +19,7 @@
 #include "common/transport/transport.h"
 #include "librpmem/control_channel.h"
 #include "librpmem/settings.h"
+#include "librpmem/target_address.h"
 
 #include <atomic>
 #include <memory>
@@ -79,7 +80,16 @@ class Pool {
   // lost at once rather than after the lanes' bound.
   void start_keepalive(bool send_keepalives);
   void stop_keepalive() noexcept;
-  void watch_channel(int hangup_fd, bool send_keepalives) noexcept;
+  // `hangup_fd`: the thread's own copy of the channel's descriptor; a
+  // reopen replaces it (the caller closes the last one).
+  void watch_channel(int &hangup_fd, bool send_keepalives) noexcept;
+  // The service ended the session (it restarted): opens the pool again as
+  // the same session (its token) within RPMEM_TIMEOUT, checks that it is
+  // the same pool, and points the lanes at the new session. False when
+  // that cannot be (the pool is lost then) or close() stopped it;
+  // `hangup` becomes the new channel's.
+  bool reopen(int &hangup) noexcept;
+  bool stop_requested() const noexcept;
 
   Settings settings_;
   std::unique_ptr<ControlChannel> channel_;
@@ -94,6 +104,18 @@ class Pool {
 
   std::thread keepalive_;
   int keepalive_stop_fd_ = -1;  // an eventfd: written to stop the thread
+
+  // What reopening the pool on a restarted service takes (service mode,
+  // tcp lanes, a daemon that gave a session token): set by connect().
+  struct Reopen {
+    TargetAddress target;
+    proto::PoolRequest request;  // kOpen of the same pool, lanes and lane security
+    proto::Bytes token;          // the session's token, renewed at each reopen
+    PoolAttr attr{};             // the pool's attributes as last known (headers)
+    uint32_t lane_flags = 0;     // the lanes' security the session got
+    std::shared_ptr<transport::LaneRoute> route;
+  };
+  std::unique_ptr<Reopen> reopen_;  // null: the pool cannot be reopened
 };
 
 }  // namespace rpmem

@@ -84,7 +84,8 @@ TlsChannel::TlsChannel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 TlsChannel::~TlsChannel() { close(std::chrono::milliseconds(1000)); }
 
 Result<std::unique_ptr<TlsChannel>> TlsChannel::connect(const TargetAddress &target,
-                                                        const Settings &settings) {
+                                                        const Settings &settings,
+                                                        std::chrono::milliseconds wait) {
   uint16_t port = kServicePort;
   if (!target.port.empty()) {
     auto p = port_number(target.port);
@@ -116,7 +117,7 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::connect(const TargetAddress &tar
   stream.set_verify_callback(ssl::host_name_verification(target.host));
   SSL_set_tlsext_host_name(stream.native_handle(), target.host.c_str());
 
-  const auto timeout = settings.control_timeout();
+  const auto timeout = wait.count() > 0 ? wait : settings.control_timeout();
   tcp::resolver resolver(impl->io);
   auto endpoints =
       resolver.resolve(target.host, std::to_string(port), tcp::resolver::numeric_service, ec);

@@ -27,8 +27,10 @@ class TlsChannel final : public ControlChannel {
   // Connects and completes the TLS handshake within the control timeout.
   // Errors: EINVAL (no RPMEM_TLS_CA, unreadable files), ECONNREFUSED,
   // ECONNRESET (handshake refused: message says why), ETIMEDOUT.
-  static Result<std::unique_ptr<TlsChannel>> connect(const TargetAddress &target,
-                                                     const Settings &settings);
+  // `timeout` (when set) replaces the control timeout.
+  static Result<std::unique_ptr<TlsChannel>> connect(
+      const TargetAddress &target, const Settings &settings,
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   ~TlsChannel() override;
   TlsChannel(const TlsChannel &) = delete;
   TlsChannel &operator=(const TlsChannel &) = delete;

@@ -113,6 +113,15 @@ std::error_code unlink_locked(const std::string &path) {
 
 PoolStore::PoolStore(std::string dir) : dir_(std::move(dir)) {}
 
+std::error_code PoolStore::path_of(std::string_view name, std::string &out) const noexcept try {
+  ResolvedName r;
+  if (auto ec = resolve(name, r)) return ec;
+  out = std::move(r.path);
+  return {};
+} catch (const std::bad_alloc &) {
+  return std::make_error_code(std::errc::not_enough_memory);
+}
+
 std::error_code PoolStore::resolve(std::string_view name, ResolvedName &out) const {
   auto refuse = [&](const char *why) {
     RPMEM_LOG_ERR("pool set name '%.*s' %s", static_cast<int>(name.size()), name.data(), why);

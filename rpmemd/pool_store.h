@@ -95,6 +95,8 @@ class PoolStore {
   std::error_code remove(std::string_view name, bool force, bool remove_poolset) noexcept;
 
   const std::string &dir() const noexcept { return dir_; }
+  // The canonical path of pool set `name`'s file, confined as open() does.
+  std::error_code path_of(std::string_view name, std::string &out) const noexcept;
 
  private:
   struct ResolvedName {

@@ -617,6 +617,7 @@ void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
     params.client_lanes = c.client_lanes;
     params.max_client_lanes = config_.max_lanes_per_client;
     params.status = c.status;
+    params.session_tokens = true;
     // TLS lanes: the service's context, and the certificate this client
     // proved it holds, which each of its lanes must present too.
     SSL_CTX *ctx = tls_.context().native_handle();
@@ -690,6 +691,7 @@ StatusSnapshot Service::Loop::snapshot(bool detailed) const {
   s.now_ns = rpmem::transport::LaneCounters::now_ns();
   s.uptime_s = static_cast<double>(s.now_ns - started_ns_) / 1e9;
   s.sessions_started = sessions_started_;
+  s.sessions_reopened = sessions_reopened();
   unsigned per_client = 0;
   long lanes_per_client = 0;
   for (const auto &c : conns_) {

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/tls_stream.h"
+#include "rpmemd/session_tokens.h"
 
 #include <signal.h>
 #include <sys/eventfd.h>
@@ -49,6 +50,8 @@ unsigned lanes_fd_budget(unsigned fds_per_lane) {
   const long budget = left / static_cast<long>(fds_per_lane);
   return budget < 1 ? 0 : static_cast<unsigned>(std::min<long>(budget, kMaxLanes));
 }
+
+std::atomic<uint64_t> g_reopened{0};
 
 bool random_secret(proto::Secret &s) {
   size_t got = 0;
@@ -317,6 +320,22 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     release(create);
     return s;
   };
+  // A reopen after a restart of the service: only by the session the pool
+  // was last opened by (its token), never over another's writes.
+  std::string poolset_path;
+  if (params_.session_tokens) store_.path_of(req.pool_set, poolset_path);
+  if (req.reopen && !create) {
+    if (poolset_path.empty() || !session_tokens::matches(poolset_path, req.token)) {
+      RPMEM_LOG_ERR("cannot reopen pool set '%s' for the session before the restart: %s",
+                    req.pool_set.c_str(),
+                    poolset_path.empty() ? "this daemon keeps no session tokens"
+                                         : "another session has opened it since");
+      return undo(Status::kStale);
+    }
+    RPMEM_LOG_NOTICE("pool set '%s' reopened by its session of before the restart",
+                     req.pool_set.c_str());
+    g_reopened.fetch_add(1, std::memory_order_relaxed);
+  }
   if (pool_->size() < rpmem::kMinPool) {
     RPMEM_LOG_ERR("invalid pool size -- must be >= %zu", rpmem::kMinPool);
     return undo(Status::kPoolCfg);
@@ -468,6 +487,18 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   resp.remote_size = pool_->size();
   resp.attr = create ? rpmem::PoolAttr{} : attr;
   resp.provider_data = target_->provider_data();
+  // The pool's new session token, for a client that can reopen with it.
+  if (!poolset_path.empty() && req.minor >= proto::kMinorResume) {
+    resp.tokened = true;
+    proto::SessionToken token{};
+    if (auto tec = session_tokens::issue(poolset_path, token)) {
+      RPMEM_LOG_WARN("no session token for '%s' (%s): its client cannot reopen it after a restart",
+                     req.pool_set.c_str(), tec.message().c_str());
+    } else {
+      resp.token.assign(token.begin(), token.end());
+      token_path_ = poolset_path;
+    }
+  }
   // As PMDK's response block; the session secret takes the place of the
   // rkey and is not logged.
   RPMEM_LOG_NOTICE("%s request response: (status = 0)", create ? "create" : "open");
@@ -560,6 +591,10 @@ std::error_code Session::handle_close(const proto::Bytes &payload) {
   }
   RPMEM_LOG_NOTICE("close request");
   Status status = Status::kSuccess;
+  if (!token_path_.empty()) {  // closed by its client: nobody is to reopen it
+    session_tokens::forget(token_path_);
+    token_path_.clear();
+  }
   if (pool_)
     release(created_ && (req->flags & proto::kCloseRemove));
   else {
@@ -582,6 +617,9 @@ std::error_code Session::handle_remove(const proto::Bytes &payload) {
   if (pool_) {
     RPMEM_LOG_ERR("remove request in a session that has a pool open");
   } else {
+    std::string poolset_path;
+    if (params_.session_tokens && !store_.path_of(req->pool_set, poolset_path))
+      session_tokens::forget(poolset_path);
     auto ec = store_.remove(req->pool_set, req->flags & proto::kRemoveForce,
                             req->flags & proto::kRemovePoolSet);
     if (ec)
@@ -678,5 +716,7 @@ int termination_signal_fd() noexcept {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   return ::signalfd(-1, &sigs, SFD_CLOEXEC);
 }
+
+uint64_t sessions_reopened() noexcept { return g_reopened.load(std::memory_order_relaxed); }
 
 }  // namespace rpmemd

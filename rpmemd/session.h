@@ -61,6 +61,10 @@ struct SessionParams {
   // Service mode: where the status channel reads what this session's pool
   // and lanes are doing (null: nothing is counted).
   std::shared_ptr<SessionStatus> status;
+  // Service mode: each open gives the pool a session token
+  // (session_tokens.h), and a client whose service restarted may reopen its
+  // pool with it.
+  bool session_tokens = false;
   // Makes the data-plane target of an open pool, as make_target() (never
   // empty). Tests put a fake transport's here.
   std::function<std::unique_ptr<rpmem::transport::Target>(rpmem::transport::TransportKind,
@@ -112,8 +116,9 @@ class Session {
   bool keepalives_ = false;  // the client sends them: silence ends the session  // this session's
                              // share of the process's descriptor budget
   bool created_ = false;
-  std::string pool_set_;  // the name the open pool was created/opened by
-  bool apm_ = false;      // the open pool is served with APM (verbs only)
+  std::string pool_set_;    // the name the open pool was created/opened by
+  std::string token_path_;  // its pool set file, when it has a session token
+  bool apm_ = false;        // the open pool is served with APM (verbs only)
 };
 
 // Blocks SIGTERM and SIGINT in the calling thread, so that every thread
@@ -121,6 +126,10 @@ class Session {
 // readable when one of them arrives (a Session's `signal_fd`); -1 with
 // errno set when there is none.
 int termination_signal_fd() noexcept;
+
+// Pools reopened by their session after a restart of the service, since
+// this process started.
+uint64_t sessions_reopened() noexcept;
 
 }  // namespace rpmemd
 

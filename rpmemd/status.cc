@@ -120,8 +120,10 @@ std::string json_quantile(const LaneTotals &t, double q) {
 
 std::string render_text(const StatusSnapshot &s) {
   std::string o =
-      format("rpmemd %s, up %.0f s: %zu session%s (%" PRIu64 " since start)\n", s.version.c_str(),
-             s.uptime_s, s.sessions.size(), s.sessions.size() == 1 ? "" : "s", s.sessions_started);
+      format("rpmemd %s, up %.0f s: %zu session%s (%" PRIu64 " since start, %" PRIu64
+             " reopened after a restart)\n",
+             s.version.c_str(), s.uptime_s, s.sessions.size(), s.sessions.size() == 1 ? "" : "s",
+             s.sessions_started, s.sessions_reopened);
   for (const auto &v : s.sessions) {
     const LaneTotals &t = v.totals;
     o += format("session %u: '%s' from %s", v.id, v.cn.c_str(), v.peer.c_str());
@@ -154,8 +156,9 @@ std::string render_text(const StatusSnapshot &s) {
 
 std::string render_json(const StatusSnapshot &s) {
   std::string o = "{\"version\":" + json_string(s.version) +
-                  format(",\"uptime_seconds\":%.3f,\"sessions_started\":%" PRIu64, s.uptime_s,
-                         s.sessions_started) +
+                  format(",\"uptime_seconds\":%.3f,\"sessions_started\":%" PRIu64
+                         ",\"sessions_reopened\":%" PRIu64,
+                         s.uptime_s, s.sessions_started, s.sessions_reopened) +
                   ",\"sessions\":[";
   bool first = true;
   for (const auto &v : s.sessions) {
@@ -214,6 +217,9 @@ std::string render_metrics(const StatusSnapshot &s) {
   o += format("rpmemd_sessions %zu\n", s.sessions.size());
   head("rpmemd_sessions_started_total", "counter", "Sessions started since the service started.");
   o += format("rpmemd_sessions_started_total %" PRIu64 "\n", s.sessions_started);
+  head("rpmemd_sessions_reopened_total", "counter",
+       "Pools reopened by their session after a restart of the service, since this one started.");
+  o += format("rpmemd_sessions_reopened_total %" PRIu64 "\n", s.sessions_reopened);
 
   // A counter family with one sample per client (and `op`, when given).
   using Field = uint64_t LaneTotals::*;

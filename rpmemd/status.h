@@ -84,6 +84,7 @@ struct StatusSnapshot {
   std::vector<Cap> caps;
   std::vector<std::pair<std::string, uint64_t>> refusals;  // reason, count since start
   uint64_t sessions_started = 0;                           // since start
+  uint64_t sessions_reopened = 0;  // pools reopened by their session after a restart
   // What the sessions that have ended did, by client certificate.
   std::vector<std::pair<std::string, rpmem::transport::LaneTotals>> ended;
 };

@@ -13,6 +13,13 @@
 
 namespace rpmem::transport {
 
+LaneRoute::~LaneRoute() {
+  volatile uint8_t *p = where_.master.data();
+  for (size_t i = 0; i < where_.master.size(); ++i) p[i] = 0;
+  volatile uint8_t *q = where_.secret.data();
+  for (size_t i = 0; i < where_.secret.size(); ++i) q[i] = 0;
+}
+
 std::error_code TargetPool::write_durable(size_t offset, const uint8_t *src,
                                           size_t length) noexcept {
   copy_words(base() + offset, src, length);

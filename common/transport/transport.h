@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -90,6 +91,33 @@ struct LaneSeal {
   explicit operator bool() const noexcept { return on; }
 };
 
+// Where a session's tcp lanes connect: the data port, the session's secret
+// and the sealed lanes' master. A client that reopens its pool on a
+// restarted service points it at the new session, and its lanes that
+// connect again from then on go there. Thread-safe.
+class LaneRoute {
+ public:
+  struct Where {
+    uint16_t port = 0;
+    proto::Secret secret{};
+    SealMaster master{};
+  };
+  explicit LaneRoute(const Where &w) : where_(w) {}
+  ~LaneRoute();
+  Where get() const {
+    std::lock_guard lock(mu_);
+    return where_;
+  }
+  void set(const Where &w) {
+    std::lock_guard lock(mu_);
+    where_ = w;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  Where where_;
+};
+
 struct InitiatorParams {
   std::string host;  // as in the target string, brackets stripped
   uint16_t port = 0;
@@ -107,6 +135,9 @@ struct InitiatorParams {
   unsigned work_queue_size = 50;  // RPMEM_WORK_QUEUE_SIZE: writes posted before one must complete
   LaneTls tls;                    // tcp: lanes inside TLS
   LaneSeal seal;                  // tcp: sealed lanes (instead of tls)
+  // tcp: where lanes that connect again go (port, secret, seal.master from
+  // it rather than from here); null: always here.
+  std::shared_ptr<LaneRoute> route;
 };
 
 // Connects params.nlanes lanes; each proves the session secret.

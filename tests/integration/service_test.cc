@@ -85,6 +85,26 @@ class Service : public ::testing::Test {
     const std::string notify_path = d + "/notify";
     std::strncpy(un.sun_path, notify_path.c_str(), sizeof(un.sun_path) - 1);
     ASSERT_EQ(::bind(notify_fd_, reinterpret_cast<sockaddr *>(&un), sizeof(un)), 0);
+    start_daemon();
+    ASSERT_TRUE(can_connect(port_)) << "the service did not start:\n" << log();
+    // The status socket comes after the service's port: ready once its
+    // mode is set, which is its last step.
+    if (!status_socket_.empty()) {
+      struct stat st {};
+      for (int i = 0; i < 500; ++i) {
+        if (::stat(status_socket_.c_str(), &st) == 0 && (st.st_mode & 0777) == 0660) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+    target_str_ = "rpmems://" + test_ip() + ":" + std::to_string(port_);
+    as("alice");
+  }
+
+  // Starts rpmemd --service with the fixture's configuration and waits
+  // (5 s at most) until it accepts connections.
+  void start_daemon() {
+    const std::string d = target_.dir();
+    const std::string notify_path = d + "/notify";
     daemon_ = ::fork();
     ASSERT_GE(daemon_, 0);
     if (daemon_ == 0) {
@@ -102,18 +122,13 @@ class Service : public ::testing::Test {
     }
     for (int i = 0; i < 500 && !can_connect(port_); ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    ASSERT_TRUE(can_connect(port_)) << "the service did not start:\n" << log();
-    // The status socket comes after the service's port: ready once its
-    // mode is set, which is its last step.
-    if (!status_socket_.empty()) {
-      struct stat st {};
-      for (int i = 0; i < 500; ++i) {
-        if (::stat(status_socket_.c_str(), &st) == 0 && (st.st_mode & 0777) == 0660) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    }
-    target_str_ = "rpmems://" + test_ip() + ":" + std::to_string(port_);
-    as("alice");
+  }
+  // Ends the service with `sig` and waits for it; its exit status.
+  int stop_daemon(int sig) {
+    int status = -1;
+    if (daemon_ > 0 && ::kill(daemon_, sig) == 0) ::waitpid(daemon_, &status, 0);
+    daemon_ = -1;
+    return status;
   }
 
   void TearDown() override {
@@ -418,6 +433,9 @@ TEST_F(Service, RemoveGoesThroughTheService) {
 }
 
 TEST_F(Service, SigtermDuringTrafficLosesNoAcknowledgedByte) {
+  // A service that does not come back: the clients give up after their
+  // bound (a restart within it is ridden out: Restart.*).
+  set_env("RPMEM_TIMEOUT", "2");
   LocalPool local(kPool);
   unsigned nl = 2;
   RPMEMpool *rpp = create("p.set", local, nl);
@@ -445,6 +463,7 @@ TEST_F(Service, SigtermDuringTrafficLosesNoAcknowledgedByte) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
   EXPECT_TRUE(log_shows("making open pools durable")) << log();
   rpmem_close(rpp);
+  ::unsetenv("RPMEM_TIMEOUT");
   auto r = target_.remote_pool({{kPool, "alice.part"}}, false);
   for (unsigned lane = 0; lane < 2; ++lane) {
     uint64_t v;
@@ -1230,7 +1249,8 @@ TEST_F(ServiceStatus, ShowsWhatEachClientDidAndTheMetricsCountIt) {
   const auto [text, trc] = command("");
   ASSERT_EQ(trc, 0) << text;
   std::cout << "rpmemd status:\n" << text;
-  EXPECT_NE(text.find("2 sessions (2 since start)"), std::string::npos) << text;
+  EXPECT_NE(text.find("2 sessions (2 since start, 0 reopened after a restart)"), std::string::npos)
+      << text;
   EXPECT_NE(
       text.find("'alice' from " + test_ip() + ", p.set, lanes " + std::to_string(na) + "/2 asked"),
       std::string::npos)
@@ -1399,6 +1419,242 @@ TEST_F(ServiceMetricsTcp, ServesMetricsOverHttpOnLoopbackAndRefusesAPublicAddres
   auto b = read_file(d + "/public.log");
   EXPECT_NE(std::string(b.begin(), b.end()).find("is not a loopback address (metrics-public"),
             std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// A restart of the service is a blip: a client reopens its pool as the same
+// session and sends again what was not acknowledged.
+
+// One client's lane streaming into its pool: 4 KiB blocks persisted, or
+// flushed and drained, some read back; the first failure is kept.
+struct Writer {
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> calls{0};
+  int err = 0;
+  std::string msg;
+  Clock::time_point failed_at{};
+  std::thread thread;
+
+  void start(RPMEMpool *rpp, uint8_t *local, unsigned lane) {
+    thread = std::thread([this, rpp, local, lane] {
+      std::vector<uint8_t> back(4096);
+      const size_t base = 4096 + lane * kMiB;
+      for (uint64_t v = 1; !stop.load(); ++v) {
+        const size_t off = base + (v % 64) * 4096;
+        std::memset(local + off, static_cast<int>(v + lane), 4096);
+        std::memcpy(local + off, &v, sizeof(v));
+        int rc = v % 3 == 0 ? rpmem_flush(rpp, off, 4096, lane, 0) : 0;
+        if (rc == 0)
+          rc = v % 3 == 0 ? rpmem_drain(rpp, lane, 0) : rpmem_persist(rpp, off, 4096, lane, 0);
+        if (rc == 0 && v % 5 == 0) {
+          rc = rpmem_read(rpp, back.data(), off, 4096, lane);
+          if (rc == 0 && std::memcmp(back.data(), local + off, 4096) != 0) {
+            err = -1;
+            msg = "read back other bytes than were persisted";
+            return;
+          }
+        }
+        if (rc != 0) {
+          err = errno;
+          msg = rpmem_errormsg();
+          failed_at = Clock::now();
+          return;
+        }
+        ++calls;
+      }
+    });
+  }
+  void join() {
+    stop = true;
+    if (thread.joinable()) thread.join();
+  }
+};
+
+class Restart : public Service, public ::testing::WithParamInterface<int> {
+ protected:
+  // Each block each writer wrote, in the pool (read through the lanes)
+  // and, once it is closed, in its part file.
+  void expect_blocks(RPMEMpool *rpp, const LocalPool &local, const std::string &part) {
+    std::vector<uint8_t> back(64 * 4096);
+    for (unsigned lane = 0; lane < 2; ++lane) {
+      const size_t base = 4096 + lane * kMiB;
+      ASSERT_EQ(rpmem_read(rpp, back.data(), base, back.size(), lane), 0) << rpmem_errormsg();
+      EXPECT_TRUE(same_bytes(back.data(), local.data() + base, 0, back.size())) << part;
+    }
+    ASSERT_EQ(rpmem_close(rpp), 0) << rpmem_errormsg();
+    const auto file = read_file(target_.part_path(part));
+    ASSERT_EQ(file.size(), kPool);
+    for (unsigned lane = 0; lane < 2; ++lane)
+      EXPECT_TRUE(same_bytes(file.data(), local.data(), 4096 + lane * kMiB, 64 * 4096)) << part;
+  }
+};
+
+// Two clients streaming; the service stopped (SIGTERM: it makes the pools
+// durable first; SIGKILL: what was acknowledged is durable already) and
+// started again 1 s later with the same configuration: no call fails.
+TEST_P(Restart, ClientsRideItOutAndLoseNoAcknowledgedByte) {
+  LocalPool a(kPool, 1), b(kPool, 2);
+  unsigned nl = 2;
+  RPMEMpool *ra = create("p.set", a, nl);
+  ASSERT_NE(ra, nullptr) << rpmem_errormsg();
+  as("bob");
+  nl = 2;
+  RPMEMpool *rb = create("p.set", b, nl);
+  ASSERT_NE(rb, nullptr) << rpmem_errormsg();
+  Writer w[4];
+  for (unsigned i = 0; i < 4; ++i) w[i].start(i < 2 ? ra : rb, (i < 2 ? a : b).data(), i % 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const int status = stop_daemon(GetParam());
+  const auto stopped_at = Clock::now();
+  if (GetParam() == SIGTERM) {
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  uint64_t before[4];
+  for (unsigned i = 0; i < 4; ++i) before[i] = w[i].calls.load();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  start_daemon();
+  ASSERT_TRUE(can_connect(port_)) << "the service did not start again:\n" << log();
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  for (auto &x : w) x.join();
+  for (unsigned i = 0; i < 4; ++i) {
+    EXPECT_EQ(w[i].err, 0) << "writer " << i << ": " << w[i].msg << " "
+                           << std::chrono::duration<double>(w[i].failed_at - stopped_at).count()
+                           << " s after the stop";
+    EXPECT_GT(w[i].calls.load(), before[i]) << "writer " << i << " did not go on";
+  }
+  EXPECT_TRUE(log_shows("pool set 'p.set' reopened by its session of before the restart")) << log();
+  EXPECT_NE(library_log().find("the service ended the session; opening pool 'p.set' again"),
+            std::string::npos)
+      << library_log();
+  expect_blocks(ra, a, "alice.part");
+  expect_blocks(rb, b, "bob.part");
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, Restart, ::testing::Values(SIGTERM, SIGKILL),
+                         [](const auto &p) { return p.param == SIGTERM ? "Sigterm" : "Sigkill"; });
+
+// The service does not come back within the bound: the stalled calls fail
+// in time, naming the cause, and close returns at once.
+TEST_F(Service, ARestartPastTheBoundFailsInTimeAndClosesAtOnce) {
+  set_env("RPMEM_TIMEOUT", "2");
+  LocalPool local(kPool);
+  unsigned nl = 2;
+  RPMEMpool *rpp = create("p.set", local, nl);
+  ::unsetenv("RPMEM_TIMEOUT");
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
+  Writer w[2];
+  for (unsigned i = 0; i < 2; ++i) w[i].start(rpp, local.data(), i);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop_daemon(SIGTERM);
+  const auto stopped_at = Clock::now();
+  for (auto &x : w) x.thread.join();
+  for (auto &x : w) {
+    EXPECT_EQ(x.err, ECONNRESET) << x.msg;
+    EXPECT_LT(x.failed_at - stopped_at, std::chrono::milliseconds(3500));
+    EXPECT_NE(x.msg.find("no answer from the target for 2 s"), std::string::npos) << x.msg;
+  }
+  const auto start = Clock::now();
+  EXPECT_EQ(rpmem_close(rpp), -1);
+  EXPECT_EQ(errno, ECONNRESET);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+}
+
+// Another process of the same client takes the pool while the service is
+// down: the first client, reopening, is refused clearly, and writes
+// nothing over the other's bytes.
+TEST_F(Service, ARestartDuringWhichAnotherProcessTakesThePoolFailsTheFirstClearly) {
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(::pipe(to_child), 0);
+  ASSERT_EQ(::pipe(to_parent), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the first client
+    LocalPool local(kPool, 7);
+    unsigned nl = 1;
+    RPMEMpool *rpp = create("p.set", local, nl);
+    char c = rpp && rpmem_persist(rpp, 4096, 4096, 0, 0) == 0 ? 'r' : 'x';
+    [[maybe_unused]] auto n = ::write(to_parent[1], &c, 1);
+    if (::read(to_child[0], &c, 1) != 1) ::_exit(3);
+    // Its service restarted, and another session opened the pool meanwhile.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const int rc = rpp ? rpmem_persist(rpp, 8192, 4096, 0, 0) : -1;
+    const std::string msg = rc ? rpmem_errormsg() : "";
+    const int err = rc ? errno : 0;
+    std::string report = std::to_string(err) + " " + msg;
+    n = ::write(to_parent[1], report.data(), report.size());
+    ::_exit(rpp && rpmem_close(rpp) == -1 ? 0 : 4);
+  }
+  char c = 0;
+  ASSERT_EQ(::read(to_parent[0], &c, 1), 1);
+  ASSERT_EQ(c, 'r') << "the first client could not create its pool";
+  ::kill(child, SIGSTOP);  // it cannot reopen before the other has been
+  stop_daemon(SIGTERM);
+  start_daemon();
+  ASSERT_TRUE(can_connect(port_));
+  LocalPool other(kPool, 9);
+  unsigned nl = 1;
+  RPMEMpool *rpp = rpmem_open(target_str_.c_str(), "p.set", other.data(), kPool, &nl, nullptr);
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
+  ASSERT_EQ(rpmem_persist(rpp, 8192, 4096, 0, 0), 0);
+  ASSERT_EQ(rpmem_close(rpp), 0);
+  ::kill(child, SIGCONT);
+  ASSERT_EQ(::write(to_child[1], "g", 1), 1);
+  char report[512] = {};
+  const ssize_t n = ::read(to_parent[0], report, sizeof(report) - 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  ASSERT_GT(n, 0);
+  const std::string r(report);
+  EXPECT_EQ(r.rfind(std::to_string(ECONNRESET) + " ", 0), 0u) << r;
+  EXPECT_NE(r.find("opened by another session while the service restarted"), std::string::npos)
+      << r;
+  EXPECT_TRUE(log_shows("another session has opened it since")) << log();
+  const auto part = read_file(target_.part_path("alice.part"));
+  EXPECT_TRUE(same_bytes(part.data(), other.data(), 8192, 4096)) << "the other's bytes";
+}
+
+// An orderly restart with 64 pools open is quick: from SIGTERM to the
+// new service taking connections (the figure is printed), and each client
+// goes on.
+TEST_F(Service, ARestartWithSixtyFourOpenPoolsIsQuickAndEveryPoolGoesOn) {
+  constexpr unsigned kPools = 64;
+  constexpr size_t kSmall = 2 * kMiB;
+  std::vector<std::unique_ptr<LocalPool>> locals;
+  std::vector<RPMEMpool *> pools;
+  for (unsigned i = 0; i < kPools; ++i) {
+    const std::string set = "many" + std::to_string(i) + ".set";
+    target_.write_poolset("alice/" + set, {{kSmall, "many" + std::to_string(i) + ".part"}},
+                          "OPTION NOHDRS\n");
+    locals.push_back(std::make_unique<LocalPool>(kSmall, static_cast<uint8_t>(i)));
+    unsigned nl = 1;
+    RPMEMpool *rpp =
+        rpmem_create(target_str_.c_str(), set.c_str(), locals.back()->data(), kSmall, &nl, nullptr);
+    ASSERT_NE(rpp, nullptr) << i << ": " << rpmem_errormsg();
+    ASSERT_EQ(rpmem_persist(rpp, 0, 4096, 0, 0), 0) << rpmem_errormsg();
+    pools.push_back(rpp);
+  }
+  const auto t0 = Clock::now();
+  const int status = stop_daemon(SIGTERM);
+  const auto t1 = Clock::now();
+  start_daemon();
+  ASSERT_TRUE(can_connect(port_));
+  const auto t2 = Clock::now();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const double stop_s = std::chrono::duration<double>(t1 - t0).count();
+  const double start_s = std::chrono::duration<double>(t2 - t1).count();
+  std::printf("restart with %u open pools: SIGTERM to exit %.3f s, start to accepting %.3f s\n",
+              kPools, stop_s, start_s);
+  EXPECT_LT(stop_s + start_s, 2.0) << "stop " << stop_s << " s, start " << start_s << " s";
+  for (unsigned i = 0; i < kPools; ++i) {
+    locals[i]->fill(8192, 4096, static_cast<uint8_t>(100 + i));
+    EXPECT_EQ(rpmem_persist(pools[i], 8192, 4096, 0, 0), 0) << i << ": " << rpmem_errormsg();
+    EXPECT_EQ(rpmem_close(pools[i]), 0) << i << ": " << rpmem_errormsg();
+    const auto part = read_file(target_.part_path("many" + std::to_string(i) + ".part"));
+    ASSERT_EQ(part.size(), kSmall);
+    EXPECT_TRUE(same_bytes(part.data(), locals[i]->data(), 0, 4096)) << i;
+    EXPECT_TRUE(same_bytes(part.data(), locals[i]->data(), 8192, 4096)) << i;
+  }
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #
 #   pmdk_test.sh SCENARIO      (environment: RPMEM_LIB_DIR RPMEMD LOCAL_SSH
 #                               OBJ_REMOTE, set by tests/pmdk/CMakeLists.txt)
-# Scenarios: obj singlehdr pmempool two_remotes sds_off evil_replica blip
+# Scenarios: obj singlehdr pmempool two_remotes sds_off evil_replica blip restart
 # RPMEM_PMDK_TARGET_DIR: where the targets keep their parts (default: with
 # the client's, under /tmp).
 set -euo pipefail
@@ -120,6 +120,32 @@ check_replica() {
 
 features() {  # features FILE -> "compat/incompat"
   echo "$(hdr_field "$1" "Not mandatory features")/$(hdr_field "$1" "Mandatory features" | cut -d' ' -f1)"
+}
+
+# churn_start WHAT: transactions on the client's pool set (200 objects,
+# seeds from 11 on) in the background until churn_end, librpmem logging its
+# notices to $W/client/librpmem.log.
+churn_start() {
+  say "$1"
+  echo "+ $OBJ_REMOTE churn $W/client/pool.set 200 11 STOP &"
+  LD_LIBRARY_PATH="$RPMEM_LIB_DIR" RPMEM_SSH="$LOCAL_SSH" RPMEM_CMD="$CMD" \
+    RPMEM_LOG_LEVEL=3 RPMEM_LOG_FILE="$W/client/librpmem.log" \
+    timeout 120 "$OBJ_REMOTE" churn "$W/client/pool.set" 200 11 "$W/stop" > "$W/last" &
+  churn=$!
+}
+# churn_end DURING MARK: stops them; every transaction must have committed
+# (libpmemobj aborts on a failed remote persist), librpmem's log must show
+# MARK, and the client's pool holds the last round ($last).
+churn_end() {
+  touch "$W/stop"
+  wait "$churn" || die "libpmemobj's transactions failed $1 (exit $?): $(tail -5 "$W/client/librpmem.log")"
+  last=$(cat "$W/last")
+  [ "$last" -gt 11 ] || die "no round of transactions completed ($last)"
+  grep -q "$2" "$W/client/librpmem.log" ||
+    die "librpmem's log has no '$2': $(tail -5 "$W/client/librpmem.log")"
+  say "$((last - 10)) rounds of 200 transactions; librpmem's log:"
+  grep "$2" "$W/client/librpmem.log" | sed 's/^/    /' | head -5
+  client "$OBJ_REMOTE" verify "$W/client/pool.set" 200 "$last"
 }
 
 case $scenario in
@@ -279,7 +305,7 @@ blip)
   command -v iptables-legacy > /dev/null || die "iptables-legacy is missing (scripts/deps.sh)"
   id=$$; ns=rpmemo$id; hif=rpmo$id; nif=rpmp$id; net=10.232.$((id % 250))
   ip netns add "$ns" || { echo "SKIP: network namespaces not permitted"; exit 77; }
-  trap 'ip link del "$hif" 2>/dev/null; ip netns del "$ns"; rm -rf "$W" "$T"' EXIT
+  trap 'ip link del "$hif" 2>/dev/null || true; ip netns del "$ns" || true; rm -rf "$W" "$T"' EXIT
   ip link add "$hif" type veth peer name "$nif"
   ip link set "$nif" netns "$ns"
   ip addr add "$net.1/24" dev "$hif"
@@ -298,12 +324,7 @@ blip)
   poolset "$T/t1/poolsets/remote.set" "20M $T/t1/parts/remote.part0"
   poolset "$W/client/pool.set" "16M $W/client/local.part0" "REPLICA $net.2 remote.set"
   client "$OBJ_REMOTE" create "$W/client/pool.set" 200 10
-  say "transactions, and 10 s into them nothing crosses the link for 10 s"
-  echo "+ $OBJ_REMOTE churn $W/client/pool.set 200 11 STOP &"
-  LD_LIBRARY_PATH="$RPMEM_LIB_DIR" RPMEM_SSH="$LOCAL_SSH" RPMEM_CMD="$CMD" \
-    RPMEM_LOG_LEVEL=3 RPMEM_LOG_FILE="$W/client/librpmem.log" \
-    timeout 120 "$OBJ_REMOTE" churn "$W/client/pool.set" 200 11 "$W/stop" > "$W/last" &
-  churn=$!
+  churn_start "transactions, and 2 s into them nothing crosses the link for 10 s"
   sleep 2
   fw="ip netns exec $ns iptables-legacy -w"
   $fw -I OUTPUT -o "$nif" -j DROP
@@ -312,16 +333,60 @@ blip)
   $fw -F OUTPUT
   $fw -F INPUT
   sleep 3
-  touch "$W/stop"
-  wait "$churn" || die "libpmemobj's transactions failed during the outage (exit $?): $(tail -5 "$W/client/librpmem.log")"
-  last=$(cat "$W/last")
-  [ "$last" -gt 11 ] || die "no round of transactions completed ($last)"
-  grep -q "connected again" "$W/client/librpmem.log" ||
-    die "no lane connected again: the outage did not happen? $(tail -5 "$W/client/librpmem.log")"
-  say "$((last - 10)) rounds of 200 transactions; lanes that came back:"
-  grep "connected again" "$W/client/librpmem.log" | sed 's/^/    /' | head -5
-  client "$OBJ_REMOTE" verify "$W/client/pool.set" 200 "$last"
+  churn_end "during the outage" "connected again"
   check_replica 1 remote.set 200 "$last" "$T/t1/parts/remote.part0"
+  ;;
+restart)
+  # The replica on an rpmemd --service that is stopped (SIGTERM) and
+  # started again in the middle of transactions, as systemctl restart
+  # does: libpmemobj must not abort, and every committed transaction must
+  # be in the replica.
+  command -v openssl > /dev/null || die "openssl is missing"
+  new_target 1
+  t=$T/t1
+  key="-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes"
+  (
+    cd "$t"
+    # shellcheck disable=SC2086
+    openssl req -x509 $key -keyout ca.key -out ca.crt -subj /CN=ca -days 2
+    for n in server alice; do
+      # shellcheck disable=SC2086
+      openssl req $key -keyout $n.key -out $n.csr -subj "/CN=$n"
+      if [ $n = server ]; then echo "subjectAltName=IP:127.0.0.1"; else echo "extendedKeyUsage=clientAuth"; fi > $n.ext
+      openssl x509 -req -in $n.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out $n.crt -days 2 -extfile $n.ext
+    done
+  ) > "$t/openssl.log" 2>&1 || die "certificates: $(tail -3 "$t/openssl.log")"
+  mkdir -p "$t/poolsets/alice"
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  printf 'service = yes\nservice-listen = 127.0.0.1:%s\ntls-ca = %s\ntls-cert = %s\ntls-key = %s\n' \
+    "$port" "$t/ca.crt" "$t/server.crt" "$t/server.key" >> "$t/rpmemd.conf"
+  start_service() {
+    "$RPMEMD" -c "$t/rpmemd.conf" &
+    service=$!
+    for _ in $(seq 100); do
+      (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+      sleep 0.05
+    done
+    die "the service did not start"
+  }
+  start_service
+  trap 'kill "$service" 2>/dev/null || true; rm -rf "$W" "$T"' EXIT
+  export RPMEM_TLS_CA=$t/ca.crt RPMEM_TLS_CERT=$t/alice.crt RPMEM_TLS_KEY=$t/alice.key
+  poolset "$t/poolsets/alice/remote.set" "20M $t/parts/remote.part0"
+  poolset "$W/client/pool.set" "16M $W/client/local.part0" "REPLICA rpmems://127.0.0.1:$port remote.set"
+  CMD=unused
+  client "$OBJ_REMOTE" create "$W/client/pool.set" 200 10
+  churn_start "transactions, and 2 s into them the service stops and starts again"
+  sleep 2
+  kill -TERM "$service"
+  wait "$service" || die "the service did not stop cleanly"
+  sleep 1
+  start_service
+  sleep 3
+  churn_end "across the restart" "reopened after"
+  kill -TERM "$service"
+  wait "$service" || true
+  check_replica 1 alice/remote.set 200 "$last" "$t/parts/remote.part0"
   ;;
 *)
   echo "unknown scenario $scenario" >&2

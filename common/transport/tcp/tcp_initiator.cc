@@ -374,6 +374,7 @@ int connect_one(asio::io_context &io, const tcp::resolver::results_type &endpoin
 
 struct LaneDialer::Endpoints {
   tcp::resolver::results_type list;
+  uint16_t port = 0;  // the one `list` has
 };
 
 LaneDialer::LaneDialer(const InitiatorParams &params) : params_(params) {}
@@ -391,17 +392,46 @@ Result<std::shared_ptr<LaneDialer>> LaneDialer::make(const InitiatorParams &para
                                     tcp::resolver::numeric_service, rerr);
   if (rerr)
     return Error{errc(EHOSTUNREACH), "cannot resolve '" + params.host + "': " + rerr.message()};
-  d->endpoints_ = std::make_unique<Endpoints>(Endpoints{std::move(endpoints)});
+  d->endpoints_ = std::make_unique<Endpoints>(Endpoints{std::move(endpoints), params.port});
   return d;
 }
 
 Result<LaneDialer::Connection> LaneDialer::dial(unsigned i, uint16_t epoch,
                                                 std::chrono::milliseconds timeout) const {
   const int timeout_ms = static_cast<int>(timeout.count());
-  const auto where = params_.host + ":" + std::to_string(params_.port);
+  // Where the session is now: it moves when the client reopens its pool on
+  // a restarted service.
+  LaneRoute::Where route{params_.port, params_.secret, params_.seal.master};
+  if (params_.route) route = params_.route->get();
+  LaneSeal seal = params_.seal;
+  seal.master = route.master;
+  struct Cleanse {
+    LaneSeal &s;
+    LaneRoute::Where &r;
+    ~Cleanse() {
+      OPENSSL_cleanse(s.master.data(), s.master.size());
+      OPENSSL_cleanse(r.master.data(), r.master.size());
+    }
+  } cleanse{seal, route};
+  const auto where = params_.host + ":" + std::to_string(route.port);
+  tcp::resolver::results_type endpoints;
+  {
+    std::lock_guard lock(endpoints_mu_);
+    if (route.port != endpoints_->port) {
+      asio::io_context rio;
+      tcp::resolver resolver(rio);
+      boost::system::error_code rerr;
+      auto again = resolver.resolve(params_.host, std::to_string(route.port),
+                                    tcp::resolver::numeric_service, rerr);
+      if (rerr) return Error{errc(EHOSTUNREACH), "cannot resolve '" + params_.host + "'"};
+      endpoints_->list = std::move(again);
+      endpoints_->port = route.port;
+    }
+    endpoints = endpoints_->list;
+  }
   asio::io_context io;
   std::error_code ec;
-  int fd = connect_one(io, endpoints_->list, timeout, ec);
+  int fd = connect_one(io, endpoints, timeout, ec);
   if (fd < 0) {
     std::string why = ec.message();
     if (ec.value() == EMFILE || ec.value() == ENFILE)
@@ -416,7 +446,7 @@ Result<LaneDialer::Connection> LaneDialer::dial(unsigned i, uint16_t epoch,
   Connection c;
   c.fd = fd;
   if (params_.seal) {
-    c.stream = SealedStream::client(fd, params_.seal, i, epoch);  // owns fd from here
+    c.stream = SealedStream::client(fd, seal, i, epoch);  // owns fd from here
     if (i == 0 && epoch == 0) RPMEM_LOG_INFO("data lanes: sealed, AES-128-GCM frames");
   } else if (params_.tls) {
     std::string why;
@@ -450,7 +480,7 @@ Result<LaneDialer::Connection> LaneDialer::dial(unsigned i, uint16_t epoch,
   } closer{c};
 
   proto::LaneHello hello;
-  hello.secret = params_.secret;
+  hello.secret = route.secret;
   hello.lane = i;
   hello.epoch = epoch;
   hello.nlanes = params_.nlanes;

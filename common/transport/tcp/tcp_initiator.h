@@ -66,7 +66,8 @@ class LaneDialer {
   explicit LaneDialer(const InitiatorParams &params);
   InitiatorParams params_;
   struct Endpoints;
-  std::unique_ptr<Endpoints> endpoints_;
+  mutable std::mutex endpoints_mu_;
+  std::unique_ptr<Endpoints> endpoints_;  // of the route's port, resolved again when it moves
 };
 
 class TcpInitiatorLane final : public InitiatorLane {

@@ -486,8 +486,8 @@ void put_u16(Bytes &b, size_t at, uint16_t v) {
   b[at + 1] = static_cast<uint8_t>(v >> 8);
 }
 
-TEST(ProtoPoolResponse, RejectsStatus14AndAbove) {
-  for (uint32_t s : {14u, 15u, 0x100u, 0xffffffffu}) {
+TEST(ProtoPoolResponse, RejectsStatus15AndAbove) {
+  for (uint32_t s : {15u, 16u, 0x100u, 0xffffffffu}) {
     Bytes p = response_payload();
     put_u32(p, kRespStatus, s);
     EXPECT_FALSE(decode_pool_response(p)) << s;
@@ -641,8 +641,8 @@ TEST(ProtoStatusResponse, RoundTripsEveryStatus) {
   }
 }
 
-TEST(ProtoStatusResponse, RejectsStatus14AndAbove) {
-  EXPECT_FALSE(decode_status_response(Bytes{14, 0, 0, 0}));
+TEST(ProtoStatusResponse, RejectsStatus15AndAbove) {
+  EXPECT_FALSE(decode_status_response(Bytes{15, 0, 0, 0}));
   EXPECT_FALSE(decode_status_response(Bytes{0, 0, 0, 1}));
   EXPECT_FALSE(decode_status_response(Bytes{0xff, 0xff, 0xff, 0xff}));
 }
@@ -650,6 +650,67 @@ TEST(ProtoStatusResponse, RejectsStatus14AndAbove) {
 TEST(ProtoStatusResponse, RejectsTruncatedAndTrailingBytes) {
   expect_exact_size(Bytes{13, 0, 0, 0},
                     [](std::span<const uint8_t> p) { return decode_status_response(p); });
+}
+
+// --- Minor 6: reopening a service's pool ------------------------------------------------
+
+// The request's reopen extension: only when `extended` (towards a daemon
+// of minor >= 6), so that an older daemon gets the layout it knows.
+TEST(ProtoPoolRequest, CarriesTheReopenExtensionOnlyWhenExtended) {
+  PoolRequest m;
+  m.nlanes = 2;
+  m.pool_set = "p.set";
+  const Bytes plain = encode(MsgType::kOpen, m);
+  m.extended = true;
+  m.reopen = true;
+  for (size_t i = 0; i < m.token.size(); ++i) m.token[i] = static_cast<uint8_t>(0xa0 + i);
+  const Bytes ext = encode(MsgType::kOpen, m);
+  ASSERT_EQ(ext.size(), plain.size() + 4 + kTokenSize);
+  EXPECT_TRUE(
+      std::equal(plain.begin() + kFrameHeaderSize, plain.end(), ext.begin() + kFrameHeaderSize));
+  auto d = decode_pool_request({ext.data() + kFrameHeaderSize, ext.size() - kFrameHeaderSize});
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->extended);
+  EXPECT_TRUE(d->reopen);
+  EXPECT_EQ(d->token, m.token);
+  auto p = decode_pool_request({plain.data() + kFrameHeaderSize, plain.size() - kFrameHeaderSize});
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->extended);
+  EXPECT_FALSE(p->reopen);
+  // A reopen flag other than 0 or 1, or a cut extension: malformed.
+  Bytes bad(ext.begin() + kFrameHeaderSize, ext.end());
+  bad[plain.size() - kFrameHeaderSize] = 2;
+  EXPECT_FALSE(decode_pool_request(bad));
+  Bytes cut(ext.begin() + kFrameHeaderSize, ext.end() - 1);
+  EXPECT_FALSE(decode_pool_request(cut));
+  // A client of minor 5 has no extension: trailing bytes are malformed.
+  Bytes old(ext.begin() + kFrameHeaderSize, ext.end());
+  old[2] = 5;
+  EXPECT_FALSE(decode_pool_request(old));
+}
+
+TEST(ProtoPoolResponse, CarriesTheTokenExtensionOnlyWhenTokened) {
+  PoolResponse m;
+  m.nlanes = 1;
+  m.port = 7;
+  m.transport = TransportKind::kTcp;
+  m.extended = true;
+  const Bytes plain = encode(m);
+  m.tokened = true;
+  m.token.assign(kTokenSize, 0x5a);
+  const Bytes ext = encode(m);
+  ASSERT_EQ(ext.size(), plain.size() + 4 + kTokenSize);
+  auto d = decode_pool_response({ext.data() + kFrameHeaderSize, ext.size() - kFrameHeaderSize});
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->tokened);
+  EXPECT_EQ(d->token, m.token);
+  auto p = decode_pool_response({plain.data() + kFrameHeaderSize, plain.size() - kFrameHeaderSize});
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->tokened);
+  EXPECT_TRUE(p->token.empty());
+  Bytes odd(ext.begin() + kFrameHeaderSize, ext.end());
+  odd[odd.size() - kTokenSize - 4] = 15;  // a token of 15 bytes
+  EXPECT_FALSE(decode_pool_response(odd));
 }
 
 // --- LaneHello ----------------------------------------------------------------------
@@ -885,6 +946,7 @@ TEST(ProtoStatus, ToErrnoAndMessageMatchPmdkTable) {
       {Status::kNoExist, ENOENT, "Pool set or its part doesn't exist or it is unavailable"},
       {Status::kNoAccess, EACCES, "Pool set permission denied"},
       {Status::kPoolCfg, EINVAL, "Invalid pool set configuration"},
+      {Status::kStale, ESTALE, "Pool opened by another session since"},
   };
   ASSERT_EQ(std::size(rows), static_cast<size_t>(Status::kCount));
   for (size_t i = 0; i < std::size(rows); ++i) {

@@ -91,6 +91,7 @@ StatusSnapshot sample_snapshot(const std::string &cn) {
   s.uptime_s = 12.5;
   s.now_ns = 10'000'000'000;
   s.sessions_started = 3;
+  s.sessions_reopened = 1;
   SessionStatus st(4, cn, "127.0.0.1", 1);
   auto counters = std::make_shared<TargetCounters>(1);
   st.pool_opened(PoolInfo{"p\"q.set", 2, 1, "verbs", "pmem", "APM"}, counters);
@@ -115,7 +116,9 @@ StatusSnapshot sample_snapshot(const std::string &cn) {
 
 TEST(StatusRender, TextHasALinePerSessionTheCapsAndTheRefusals) {
   const std::string t = render_text(sample_snapshot("alice"));
-  EXPECT_NE(t.find("rpmemd 1.0.0, up 12 s: 1 session (3 since start)"), std::string::npos) << t;
+  EXPECT_NE(t.find("rpmemd 1.0.0, up 12 s: 1 session (3 since start, 1 reopened after a restart)"),
+            std::string::npos)
+      << t;
   EXPECT_NE(t.find("session 4: 'alice' from 127.0.0.1, p\"q.set, lanes 1/2 asked, verbs, pmem, "
                    "APM; persisted 4096 B in 1 calls"),
             std::string::npos)
@@ -165,6 +168,7 @@ TEST(StatusRender, MetricsFollowTheTextFormatAndSumEndedAndLiveSessions) {
   EXPECT_EQ(v["rpmemd_lanes_back_total{client=\"al\\\"ice\\n\\\\\"}"], 1) << m;
   EXPECT_EQ(v["rpmemd_lanes_back_total{client=\"bob\"}"], 0) << m;
   EXPECT_EQ(v["rpmemd_sessions"], 1);
+  EXPECT_EQ(v["rpmemd_sessions_reopened_total"], 1);
   EXPECT_EQ(v["rpmemd_persist_seconds_count"], 6) << "bob's 5 and the live session's 1";
   EXPECT_EQ(v["rpmemd_persist_seconds_bucket{le=\"1e-05\"}"], 5) << m;  // bob's
   EXPECT_EQ(v["rpmemd_persist_seconds_bucket{le=\"0.02\"}"], 5) << m;
