@@ -580,6 +580,7 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
     r->target = *target;
     r->request = req;
     r->request.nlanes = resp->nlanes;
+    r->request.transports = tcp_bit;  // its lanes are tcp lanes
     r->request.extended = true;
     r->request.reopen = true;
     r->request.attr = PoolAttr{};

@@ -487,7 +487,11 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   resp.remote_size = pool_->size();
   resp.attr = create ? rpmem::PoolAttr{} : attr;
   resp.provider_data = target_->provider_data();
-  // The pool's new session token, for a client that can reopen with it.
+  // The pool's new session token, for a client that can reopen with it. A
+  // client that cannot takes the pool all the same: no earlier session may
+  // reopen it then.
+  if (!poolset_path.empty() && req.minor < proto::kMinorResume)
+    session_tokens::forget(poolset_path);
   if (!poolset_path.empty() && req.minor >= proto::kMinorResume) {
     resp.tokened = true;
     proto::SessionToken token{};
