@@ -287,7 +287,7 @@ bool apply_value(Key key, std::optional<std::string_view> value, const ConfigEnv
     case Key::kPeerTimeout: {  // seconds; 0: the system's TCP defaults
       if (!value) return false;
       auto n = parse_count(*value);
-      // Clients send a keepalive every 5 s: a bound below 10 s would end
+      // Clients send a keepalive every 3 s: a bound below 10 s would end
       // healthy sessions.
       if (!n || (*n > 0 && *n < 10) || *n > 86400) return false;
       out.peer_timeout = std::chrono::seconds(*n);
