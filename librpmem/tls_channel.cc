@@ -125,8 +125,13 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::connect(const TargetAddress &tar
   ec = transport::tcp::connect_racing(impl->io, stream.next_layer(), endpoints, timeout);
   if (ec) {
     int err = ec == asio::error::connection_refused ? ECONNREFUSED : map(ec).value();
-    return Error{errc(err), "cannot connect to " + target.host + ":" + std::to_string(port) + ": " +
-                                ec.message()};
+    const std::string why =
+        err == ETIMEDOUT
+            ? "no answer from the target for " +
+                  std::to_string(std::chrono::ceil<std::chrono::seconds>(timeout).count()) + " s"
+            : ec.message();
+    return Error{errc(err),
+                 "cannot connect to " + target.host + ":" + std::to_string(port) + ": " + why};
   }
   ec = impl->run([&](auto handler) { stream.async_handshake(ssl::stream_base::client, handler); },
                  timeout);

@@ -319,6 +319,31 @@ TEST_F(Blip, TenSecondsOfAServicesLinkAreLatency) {
   ride_out(create_over_service(), seconds(10), true, "p.part0");
 }
 
+// A create while the service's link is out fails within the bound (20 s by
+// default), with an errno rpmem_create(3) lists and a message naming the
+// cause.
+TEST_F(Blip, ACreateDuringAnOutageFailsWithinTheBoundNamingTheCause) {
+  RPMEMpool *first = create_over_service();  // the service, its certificates
+  ASSERT_NE(first, nullptr) << rpmem_errormsg();
+  ASSERT_EQ(rpmem_close(first), 0);
+  ASSERT_TRUE(net_.cut(true));
+  const std::string target = "rpmems://" + net_.ns_ip() + ":7636";
+  unsigned nl = kLanes;
+  const auto start = Clock::now();
+  RPMEMpool *rpp = rpmem_create(target.c_str(), "q.set", local_.data(), kPoolSize, &nl, nullptr);
+  const int err = errno;
+  const auto took = Clock::now() - start;
+  EXPECT_EQ(rpp, nullptr);
+  EXPECT_EQ(err, ETIMEDOUT) << rpmem_errormsg();
+  EXPECT_NE(std::string(rpmem_errormsg()).find("out-of-band connection failed"), std::string::npos)
+      << rpmem_errormsg();
+  EXPECT_NE(std::string(rpmem_errormsg()).find("no answer from the target for 20 s"),
+            std::string::npos)
+      << rpmem_errormsg();
+  EXPECT_LT(took, seconds(21));
+  EXPECT_GT(took, seconds(15));
+}
+
 // Past RPMEM_TIMEOUT (20 s by default) the target is lost: the stalled call
 // fails within the bound of the outage's start, naming the cause, every
 // later call and close at once. Once the link is back, a new open finds
