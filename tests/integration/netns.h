@@ -30,7 +30,10 @@ class NetNs {
     ns_ = "rpmemt" + std::to_string(id);
     host_if_ = "rpmh" + std::to_string(id);
     ns_if_ = "rpmn" + std::to_string(id);
-    const std::string net = "10.231." + std::to_string(id % 250) + ".";
+    // Tests run side by side: a /24 of their own, distinct for any two
+    // processes whose ids are less than 12,500 apart.
+    const std::string net =
+        "10." + std::to_string(200 + id / 250 % 50) + "." + std::to_string(id % 250) + ".";
     host_ip_ = net + "1";
     ns_ip_ = net + "2";
   }

@@ -303,7 +303,8 @@ blip)
   # every committed transaction must be in the replica.
   [ "$(id -u)" = 0 ] || { echo "SKIP: needs root for a network namespace"; exit 77; }
   command -v iptables-legacy > /dev/null || die "iptables-legacy is missing (scripts/deps.sh)"
-  id=$$; ns=rpmemo$id; hif=rpmo$id; nif=rpmp$id; net=10.232.$((id % 250))
+  # A /24 of its own (netns.h's way: distinct for processes < 12,500 apart).
+  id=$$; ns=rpmemo$id; hif=rpmo$id; nif=rpmp$id; net=10.$((200 + id / 250 % 50)).$((id % 250))
   ip netns add "$ns" || { echo "SKIP: network namespaces not permitted"; exit 77; }
   trap 'ip link del "$hif" 2>/dev/null || true; ip netns del "$ns" || true; rm -rf "$W" "$T"' EXIT
   ip link add "$hif" type veth peer name "$nif"
