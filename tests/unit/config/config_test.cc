@@ -3,6 +3,7 @@
 #include "rpmemd/config.h"
 
 #include "common/error.h"
+#include "tests/scratch_dir.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -27,14 +28,13 @@ using ::testing::StartsWith;
 class ConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rpmemd_config_test.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(scratch_.ok());
+    dir_ = scratch_.path();
     env_.home = dir_ + "/home";
     std::filesystem::create_directory(env_.home);
     env_.global_config = dir_ + "/global.conf";  // absent unless a test writes it
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  rpmem_test::ScratchDir scratch_{"rpmemd_config_test"};
 
   std::string write(const std::string &path, const std::string &text) {
     std::ofstream(path) << text;

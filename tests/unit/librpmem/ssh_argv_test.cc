@@ -3,6 +3,7 @@
 // real /bin/sh turns back into the very same arguments without running
 // anything.
 #include "librpmem/ssh_channel.h"
+#include "tests/scratch_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -76,12 +77,11 @@ std::string run_sh(const std::string &line) {
 class ShellQuoteSh : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rpmem-quote-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(scratch_.ok());
+    dir_ = scratch_.path();
     marker_ = dir_ + "/pwned";
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  rpmem_test::ScratchDir scratch_{"rpmem-quote"};
 
   // Arguments that would each run `touch <marker>` if they reached the
   // shell unquoted.

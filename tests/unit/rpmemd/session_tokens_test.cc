@@ -5,6 +5,8 @@
 // matches.
 #include "rpmemd/session_tokens.h"
 
+#include "tests/scratch_dir.h"
+
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -21,13 +23,12 @@ namespace {
 class SessionTokens : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/rpmem-tokens.XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ASSERT_TRUE(scratch_.ok());
+    dir_ = scratch_.path();
     set_ = dir_ + "/p.set";
     std::ofstream(set_) << "PMEMPOOLSET\n";
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  rpmem_test::ScratchDir scratch_{"rpmem-tokens"};
   std::string dir_, set_;
 };
 
