@@ -487,20 +487,24 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   resp.remote_size = pool_->size();
   resp.attr = create ? rpmem::PoolAttr{} : attr;
   resp.provider_data = target_->provider_data();
-  // The pool's new session token, for a client that can reopen with it. A
-  // client that cannot takes the pool all the same: no earlier session may
+  // The pool's new session token, for a client that can reopen with it.
+  // Without one (a client that cannot take it, a token that cannot be
+  // written) this session has the pool all the same: no earlier session may
   // reopen it then.
-  if (!poolset_path.empty() && req.minor < proto::kMinorResume)
-    session_tokens::forget(poolset_path);
-  if (!poolset_path.empty() && req.minor >= proto::kMinorResume) {
-    resp.tokened = true;
+  if (!poolset_path.empty()) {
+    resp.tokened = req.minor >= proto::kMinorResume;
     proto::SessionToken token{};
-    if (auto tec = session_tokens::issue(poolset_path, token)) {
-      RPMEM_LOG_WARN("no session token for '%s' (%s): its client cannot reopen it after a restart",
-                     req.pool_set.c_str(), tec.message().c_str());
-    } else {
+    const std::error_code tec =
+        resp.tokened ? session_tokens::issue(poolset_path, token) : std::error_code{};
+    if (resp.tokened && !tec) {
       resp.token.assign(token.begin(), token.end());
       token_path_ = poolset_path;
+    } else {
+      session_tokens::forget(poolset_path);
+      if (tec)
+        RPMEM_LOG_WARN(
+            "no session token for '%s' (%s): its client cannot reopen it after a restart",
+            req.pool_set.c_str(), tec.message().c_str());
     }
   }
   // As PMDK's response block; the session secret takes the place of the
