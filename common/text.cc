@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Escaping of control characters.
+// Escaping of control characters; the words of a timed-out wait.
 #include "common/text.h"
 
 namespace rpmem {
@@ -33,6 +33,12 @@ std::string escape_control(std::string_view s) {
     }
   }
   return out;
+}
+
+std::string no_answer_text(std::chrono::milliseconds waited) {
+  const long long ms = waited.count();
+  return "no answer from the target for " +
+         (ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms");
 }
 
 }  // namespace rpmem

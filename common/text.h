@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Text from the network, a file or the environment made safe to print.
+// Text from the network, a file or the environment made safe to print, and
+// the words every timed-out wait says.
 #ifndef RPMEM_COMMON_TEXT_H
 #define RPMEM_COMMON_TEXT_H
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -19,6 +21,10 @@ inline bool is_control(char c) {
 // backslashes and bytes >= 0x80 included, is kept as it is. The result holds
 // no control byte, so it can never start a new log line.
 std::string escape_control(std::string_view s);
+
+// "no answer from the target for 20 s" ("... for 1500 ms" when `waited` is
+// not whole seconds): what a wait for the target that ran out says.
+std::string no_answer_text(std::chrono::milliseconds waited);
 
 }  // namespace rpmem
 

@@ -4,6 +4,7 @@
 #include "librpmem/pool.h"
 
 #include "common/log.h"
+#include "common/text.h"
 #include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/tls_stream.h"
 #include "librpmem/errormsg.h"
@@ -38,25 +39,13 @@ int fail(int err, const std::string &msg, const std::string &detail) {
 
 std::string with_errno(const char *msg, int err) { return std::string(msg) + ": " + strerror(err); }
 
-// "no answer from the target for 20 s": what a timed-out wait says.
-std::string no_answer(std::chrono::milliseconds waited) {
-  char buf[64];
-  if (waited.count() % 1000 == 0)
-    std::snprintf(buf, sizeof(buf), "no answer from the target for %lld s",
-                  static_cast<long long>(waited.count() / 1000));
-  else
-    std::snprintf(buf, sizeof(buf), "no answer from the target for %lld ms",
-                  static_cast<long long>(waited.count()));
-  return buf;
-}
-
 // A control-channel failure while it is set up (before the first status).
 // A wait that ran out is ETIMEDOUT, and the message says so; anything else
 // in PMDK's words (ECONNRESET, or EPROTO).
 int oob_failure(std::error_code ec, ControlChannel &ch, std::chrono::milliseconds waited) {
   std::string detail = ch.diagnostics();
   if (ec == std::errc::timed_out)
-    return fail(ETIMEDOUT, "out-of-band connection failed: " + no_answer(waited), detail);
+    return fail(ETIMEDOUT, "out-of-band connection failed: " + no_answer_text(waited), detail);
   int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
   if (detail.empty()) detail = ec.message();
   return fail(err, with_errno("out-of-band connection failed", err), detail);
@@ -70,7 +59,8 @@ int request_failure(std::error_code ec, ControlChannel &ch, bool create, bool se
                      (create ? "create" : "open") +
                      (sending ? " request message failed" : " request response failed");
   std::string detail = ch.diagnostics();
-  if (ec == std::errc::timed_out) return fail(ETIMEDOUT, what + ": " + no_answer(waited), detail);
+  if (ec == std::errc::timed_out)
+    return fail(ETIMEDOUT, what + ": " + no_answer_text(waited), detail);
   int err = ec.value() == EPROTO ? EPROTO : ECONNRESET;
   if (detail.empty()) detail = ec.message();
   return fail(err, with_errno(what.c_str(), err), detail);
@@ -361,7 +351,7 @@ bool Pool::reopen(int &hangup) noexcept try {
   }
   if (!fatal) {
     RPMEM_LOG_ERR("the service did not come back (last try: %s)", why.c_str());
-    why = no_answer(settings_.timeout) + " (the service did not come back)";
+    why = no_answer_text(settings_.timeout) + " (the service did not come back)";
   }
   lose(why);
   return false;

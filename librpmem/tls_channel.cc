@@ -3,6 +3,7 @@
 #include "librpmem/tls_channel.h"
 
 #include "common/log.h"
+#include "common/text.h"
 #include "common/tls_policy.h"
 #include "common/transport/tcp/connect.h"
 #include "common/transport/tcp/tls_stream.h"
@@ -125,11 +126,9 @@ Result<std::unique_ptr<TlsChannel>> TlsChannel::connect(const TargetAddress &tar
   ec = transport::tcp::connect_racing(impl->io, stream.next_layer(), endpoints, timeout);
   if (ec) {
     int err = ec == asio::error::connection_refused ? ECONNREFUSED : map(ec).value();
-    const std::string why =
-        err == ETIMEDOUT
-            ? "no answer from the target for " +
-                  std::to_string(std::chrono::ceil<std::chrono::seconds>(timeout).count()) + " s"
-            : ec.message();
+    const std::string why = err == ETIMEDOUT
+                                ? no_answer_text(std::chrono::ceil<std::chrono::seconds>(timeout))
+                                : ec.message();
     return Error{errc(err),
                  "cannot connect to " + target.host + ":" + std::to_string(port) + ": " + why};
   }

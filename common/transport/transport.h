@@ -53,8 +53,6 @@ class InitiatorLane {
   // ("no answer from the target for 20 s"); empty when the lane cannot
   // tell. From the thread that made the call.
   virtual std::string failure() const { return {}; }
-  // How often the lane connected again within its session.
-  virtual unsigned comebacks() const noexcept { return 0; }
 };
 
 // TLS on the tcp data lanes (tls_stream.h); no context: cleartext lanes.

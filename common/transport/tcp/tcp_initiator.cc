@@ -3,6 +3,7 @@
 #include "common/transport/tcp/tcp_initiator.h"
 
 #include "common/log.h"
+#include "common/text.h"
 #include "common/transport/spin_gauge.h"
 #include "common/transport/tcp/connect.h"
 #include "common/transport/tcp/sealed_stream.h"
@@ -18,7 +19,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <thread>
 
 namespace rpmem::transport::tcp {
@@ -65,14 +65,14 @@ TcpInitiatorLane::~TcpInitiatorLane() {
   if (!tls_) ::close(fd_);  // else the stream closes it
 }
 
-std::string TcpInitiatorLane::bound_text() const {
-  char buf[32];
-  if (timeout_ms_ % 1000 == 0)
-    std::snprintf(buf, sizeof(buf), "%d s", timeout_ms_ / 1000);
-  else
-    std::snprintf(buf, sizeof(buf), "%d ms", timeout_ms_);
-  return buf;
+namespace {
+
+// What a connection given up is called in the log and in a failure's text.
+std::string cause_text(std::error_code ec) {
+  return ec.value() == ENOLINK ? "the connection gets no answers" : ec.message();
 }
+
+}  // namespace
 
 std::error_code TcpInitiatorLane::await(short events) noexcept {
   for (;;) {
@@ -141,7 +141,7 @@ std::error_code TcpInitiatorLane::fail(std::error_code ec) noexcept {
   // After a failed send or receive the stream position is unknown: the lane
   // cannot be used again.
   if (ec == std::errc::timed_out) {
-    why_ = "no answer from the target for " + bound_text();
+    why_ = no_answer_text(std::chrono::milliseconds(timeout_ms_));
     RPMEM_LOG_ERR("data lane %u: %s", number_, why_.c_str());
   } else if (ec.value() == EPROTO) {
     why_ = "malformed reply from the target";
@@ -173,18 +173,16 @@ std::error_code TcpInitiatorLane::with_comeback(Attempt &&attempt) noexcept {
 }
 
 std::error_code TcpInitiatorLane::come_back(std::error_code cause) noexcept {
-  RPMEM_LOG_WARN(
-      "data lane %u: %s; connecting again", number_,
-      cause.value() == ENOLINK ? "the connection gets no answers" : cause.message().c_str());
+  std::string last = cause_text(cause);
+  RPMEM_LOG_WARN("data lane %u: %s; connecting again", number_, last.c_str());
   const auto stalled_since = progress_;
-  std::string last = cause.value() == ENOLINK ? "no answers" : cause.message();
   for (;;) {
     if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
     const auto start = Clock::now();
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(
         stalled_since + std::chrono::milliseconds(timeout_ms_) - start);
     if (left.count() <= 0 || epoch_ == UINT16_MAX) {
-      why_ = "no answer from the target for " + bound_text() + " (last try: " + last + ")";
+      why_ = no_answer_text(std::chrono::milliseconds(timeout_ms_)) + " (last try: " + last + ")";
       RPMEM_LOG_ERR("data lane %u: %s", number_, why_.c_str());
       return errc(ECONNRESET);
     }
@@ -207,7 +205,6 @@ std::error_code TcpInitiatorLane::come_back(std::error_code cause) noexcept {
       keepalive_ = false;
       queued_ = 0;
       niov_ = 0;
-      ++comebacks_;
       moved();
       RPMEM_LOG_NOTICE("data lane %u: connected again (epoch %u) after %lld ms", number_,
                        static_cast<unsigned>(epoch_),
@@ -224,7 +221,7 @@ std::error_code TcpInitiatorLane::come_back(std::error_code cause) noexcept {
         if (queued_ == wq_ || i + 1 == ranges.size()) ec = post(nullptr);
       }
       if (!ec) return {};
-      last = ec.value() == ENOLINK ? "no answers" : ec.message();
+      last = cause_text(ec);
       continue;
     }
     last = conn.error().message;
@@ -383,16 +380,27 @@ LaneDialer::~LaneDialer() {
   OPENSSL_cleanse(params_.seal.master.data(), params_.seal.master.size());
 }
 
-Result<std::shared_ptr<LaneDialer>> LaneDialer::make(const InitiatorParams &params) {
-  std::shared_ptr<LaneDialer> d(new LaneDialer(params));
+std::error_code LaneDialer::resolve_locked(uint16_t port, std::string &why) const {
   asio::io_context io;
   tcp::resolver resolver(io);
   boost::system::error_code rerr;
-  auto endpoints = resolver.resolve(params.host, std::to_string(params.port),
-                                    tcp::resolver::numeric_service, rerr);
-  if (rerr)
-    return Error{errc(EHOSTUNREACH), "cannot resolve '" + params.host + "': " + rerr.message()};
-  d->endpoints_ = std::make_unique<Endpoints>(Endpoints{std::move(endpoints), params.port});
+  auto endpoints =
+      resolver.resolve(params_.host, std::to_string(port), tcp::resolver::numeric_service, rerr);
+  if (rerr) {
+    why = "cannot resolve '" + params_.host + "': " + rerr.message();
+    return errc(EHOSTUNREACH);
+  }
+  endpoints_->list = std::move(endpoints);
+  endpoints_->port = port;
+  return {};
+}
+
+Result<std::shared_ptr<LaneDialer>> LaneDialer::make(const InitiatorParams &params) {
+  std::shared_ptr<LaneDialer> d(new LaneDialer(params));
+  d->endpoints_ = std::make_unique<Endpoints>();
+  std::string why;
+  std::lock_guard lock(d->endpoints_mu_);
+  if (auto ec = d->resolve_locked(params.port, why)) return Error{ec, why};
   return d;
 }
 
@@ -417,16 +425,9 @@ Result<LaneDialer::Connection> LaneDialer::dial(unsigned i, uint16_t epoch,
   tcp::resolver::results_type endpoints;
   {
     std::lock_guard lock(endpoints_mu_);
-    if (route.port != endpoints_->port) {
-      asio::io_context rio;
-      tcp::resolver resolver(rio);
-      boost::system::error_code rerr;
-      auto again = resolver.resolve(params_.host, std::to_string(route.port),
-                                    tcp::resolver::numeric_service, rerr);
-      if (rerr) return Error{errc(EHOSTUNREACH), "cannot resolve '" + params_.host + "'"};
-      endpoints_->list = std::move(again);
-      endpoints_->port = route.port;
-    }
+    std::string why;
+    if (route.port != endpoints_->port)
+      if (auto rec = resolve_locked(route.port, why)) return Error{rec, why};
     endpoints = endpoints_->list;
   }
   asio::io_context io;

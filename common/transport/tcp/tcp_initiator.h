@@ -64,6 +64,10 @@ class LaneDialer {
 
  private:
   explicit LaneDialer(const InitiatorParams &params);
+  // Resolves the host for `port` into endpoints_ (endpoints_mu_ held);
+  // EHOSTUNREACH with `why` when it does not resolve.
+  std::error_code resolve_locked(uint16_t port, std::string &why) const;
+
   InitiatorParams params_;
   struct Endpoints;
   mutable std::mutex endpoints_mu_;
@@ -90,7 +94,6 @@ class TcpInitiatorLane final : public InitiatorLane {
   std::error_code read(void *dst, uint64_t offset, uint64_t length) noexcept override;
   void shutdown() noexcept override;
   std::string failure() const override { return why_; }
-  unsigned comebacks() const noexcept override { return comebacks_; }
 
  private:
   // Adds a request (and its payload from the pool) to the posted queue.
@@ -118,7 +121,6 @@ class TcpInitiatorLane final : public InitiatorLane {
   // no answers any more (a lane that can come back).
   std::error_code await(short events) noexcept;
   void moved() noexcept { progress_ = std::chrono::steady_clock::now(); }
-  std::string bound_text() const;
 
   int fd_;  // written by the lane's thread under fd_mu_ (come_back)
   std::unique_ptr<ByteStream> tls_;
@@ -126,7 +128,6 @@ class TcpInitiatorLane final : public InitiatorLane {
   const std::shared_ptr<const LaneDialer> dialer_;
   const unsigned number_;
   uint16_t epoch_ = 0;
-  unsigned comebacks_ = 0;
   bool keepalive_ = false;                          // probes on while a wait is long
   std::chrono::steady_clock::time_point progress_;  // last byte moved, or the call's start
   // Flushes posted since the last drain: sent again on a new connection.
