@@ -5,6 +5,7 @@
 // RPMEM_TIMEOUT is latency, not an error; a longer one fails the stalled
 // call in time, every later call at once, and close at once. Every
 // acknowledged byte is checked afterwards, in the pool and in the part file.
+#include "tests/integration/block_writer.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/netns.h"
 
@@ -41,71 +42,12 @@ constexpr size_t kPoolSize = 4 * kMiB;
 
 double secs(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
-// One lane's client: 4 KiB blocks, each persisted, or flushed and drained
-// two at a time, and now and then read back and compared with the local
-// pool. It records the longest call and when it ended.
-struct Stream {
-  std::atomic<bool> stop{false};
-  int err = 0;
-  std::string msg;
-  Clock::time_point failed_at{};
-  uint64_t calls = 0;
-  Clock::duration longest{};
-  Clock::time_point longest_end{};
-  std::thread thread;
-
-  void run(RPMEMpool *rpp, uint8_t *local, unsigned lane) {
-    const size_t base = kBlock + lane * kRegion;  // past the first page
-    std::vector<uint8_t> back(kBlock);
-    for (uint64_t v = 1; !stop.load(); ++v) {
-      const size_t off = base + (v % kBlocks) * kBlock;
-      std::memset(local + off, static_cast<int>(v * 7 + lane), kBlock);
-      std::memcpy(local + off, &v, sizeof(v));
-      const auto start = Clock::now();
-      int rc;
-      const char *what;
-      if (v % 3 == 0) {
-        what = "flush";
-        rc = rpmem_flush(rpp, off, kBlock, lane, 0);
-        if (rc == 0) {
-          what = "drain";
-          rc = rpmem_drain(rpp, lane, 0);
-        }
-      } else {
-        what = "persist";
-        rc = rpmem_persist(rpp, off, kBlock, lane, 0);
-      }
-      if (rc == 0 && v % 5 == 0) {
-        what = "read";
-        rc = rpmem_read(rpp, back.data(), off, kBlock, lane);
-        if (rc == 0 && std::memcmp(back.data(), local + off, kBlock) != 0) {
-          err = -1;
-          msg = "read back other bytes than were persisted";
-          return;
-        }
-      }
-      const auto end = Clock::now();
-      if (rc != 0) {
-        err = errno;
-        msg = std::string(what) + ": " + rpmem_errormsg();
-        failed_at = end;
-        return;
-      }
-      ++calls;
-      if (end - start > longest) {
-        longest = end - start;
-        longest_end = end;
-      }
-    }
-  }
-};
-
 class Blip : public ::testing::Test {
  protected:
   Target target_;
   NetNs net_;
   LocalPool local_{kPoolSize, 3};
-  std::vector<std::unique_ptr<Stream>> streams_;
+  std::vector<std::unique_ptr<BlockWriter>> streams_;
   pid_t service_ = -1;
 
   void SetUp() override {
@@ -209,15 +151,12 @@ class Blip : public ::testing::Test {
 
   void start_streams(RPMEMpool *rpp) {
     for (unsigned lane = 0; lane < kLanes; ++lane) {
-      streams_.push_back(std::make_unique<Stream>());
-      Stream *s = streams_.back().get();
-      s->thread = std::thread([this, s, rpp, lane] { s->run(rpp, local_.data(), lane); });
+      streams_.push_back(std::make_unique<BlockWriter>());
+      streams_.back()->start(rpp, local_.data(), lane, kBlock + lane * kRegion, kBlocks);
     }
   }
   void stop_streams() {
-    for (auto &s : streams_) s->stop = true;
-    for (auto &s : streams_)
-      if (s->thread.joinable()) s->thread.join();
+    for (auto &s : streams_) s->join();
   }
 
   // What the streams acknowledged is in the pool (read through the lanes)
@@ -256,7 +195,7 @@ class Blip : public ::testing::Test {
     stop_streams();
     Clock::duration longest{};
     for (unsigned lane = 0; lane < kLanes; ++lane) {
-      const Stream &s = *streams_[lane];
+      const BlockWriter &s = *streams_[lane];
       EXPECT_EQ(s.err, 0) << "lane " << lane << ": " << s.msg << " after "
                           << secs(s.failed_at - cut_at) << " s of outage";
       EXPECT_GT(s.calls, 0u) << "lane " << lane;
@@ -267,7 +206,7 @@ class Blip : public ::testing::Test {
             << " s after the heal";
       }
       std::printf("lane %u: %llu calls, longest %.2f s, ended %.2f s after the heal\n", lane,
-                  static_cast<unsigned long long>(s.calls), secs(s.longest),
+                  static_cast<unsigned long long>(s.calls.load()), secs(s.longest),
                   secs(s.longest_end - healed_at));
     }
     // The outage was real: some call waited through most of it.
@@ -355,9 +294,9 @@ TEST_F(Blip, AnOutagePastTheBoundFailsInTimeAndClosesAtOnce) {
   std::this_thread::sleep_for(seconds(1));
   ASSERT_TRUE(net_.cut(true));
   const auto cut_at = Clock::now();
-  for (auto &s : streams_) s->thread.join();
+  for (auto &s : streams_) s->wait();
   for (unsigned lane = 0; lane < kLanes; ++lane) {
-    const Stream &s = *streams_[lane];
+    const BlockWriter &s = *streams_[lane];
     EXPECT_EQ(s.err, ECONNRESET) << "lane " << lane << ": " << s.msg;
     EXPECT_LT(s.failed_at - cut_at, seconds(21)) << "lane " << lane;
     EXPECT_GT(s.failed_at - cut_at, seconds(15)) << "lane " << lane << " gave up early";

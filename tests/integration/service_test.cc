@@ -2,6 +2,7 @@
 // rpmemd as a service: mutual TLS on a loopback port, several clients and
 // pools at once, refusals (no certificate, another CA, a name outside the
 // client's directory), remove, and SIGTERM during traffic.
+#include "tests/integration/block_writer.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/raw_peer.h"
 #include "tests/integration/tls_peer.h"
@@ -1425,51 +1426,6 @@ TEST_F(ServiceMetricsTcp, ServesMetricsOverHttpOnLoopbackAndRefusesAPublicAddres
 // A restart of the service is a blip: a client reopens its pool as the same
 // session and sends again what was not acknowledged.
 
-// One client's lane streaming into its pool: 4 KiB blocks persisted, or
-// flushed and drained, some read back; the first failure is kept.
-struct Writer {
-  std::atomic<bool> stop{false};
-  std::atomic<uint64_t> calls{0};
-  int err = 0;
-  std::string msg;
-  Clock::time_point failed_at{};
-  std::thread thread;
-
-  void start(RPMEMpool *rpp, uint8_t *local, unsigned lane) {
-    thread = std::thread([this, rpp, local, lane] {
-      std::vector<uint8_t> back(4096);
-      const size_t base = 4096 + lane * kMiB;
-      for (uint64_t v = 1; !stop.load(); ++v) {
-        const size_t off = base + (v % 64) * 4096;
-        std::memset(local + off, static_cast<int>(v + lane), 4096);
-        std::memcpy(local + off, &v, sizeof(v));
-        int rc = v % 3 == 0 ? rpmem_flush(rpp, off, 4096, lane, 0) : 0;
-        if (rc == 0)
-          rc = v % 3 == 0 ? rpmem_drain(rpp, lane, 0) : rpmem_persist(rpp, off, 4096, lane, 0);
-        if (rc == 0 && v % 5 == 0) {
-          rc = rpmem_read(rpp, back.data(), off, 4096, lane);
-          if (rc == 0 && std::memcmp(back.data(), local + off, 4096) != 0) {
-            err = -1;
-            msg = "read back other bytes than were persisted";
-            return;
-          }
-        }
-        if (rc != 0) {
-          err = errno;
-          msg = rpmem_errormsg();
-          failed_at = Clock::now();
-          return;
-        }
-        ++calls;
-      }
-    });
-  }
-  void join() {
-    stop = true;
-    if (thread.joinable()) thread.join();
-  }
-};
-
 class Restart : public Service, public ::testing::WithParamInterface<int> {
  protected:
   // Each block each writer wrote, in the pool (read through the lanes)
@@ -1501,8 +1457,9 @@ TEST_P(Restart, ClientsRideItOutAndLoseNoAcknowledgedByte) {
   nl = 2;
   RPMEMpool *rb = create("p.set", b, nl);
   ASSERT_NE(rb, nullptr) << rpmem_errormsg();
-  Writer w[4];
-  for (unsigned i = 0; i < 4; ++i) w[i].start(i < 2 ? ra : rb, (i < 2 ? a : b).data(), i % 2);
+  BlockWriter w[4];
+  for (unsigned i = 0; i < 4; ++i)
+    w[i].start(i < 2 ? ra : rb, (i < 2 ? a : b).data(), i % 2, 4096 + (i % 2) * kMiB, 64);
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const int status = stop_daemon(GetParam());
   const auto stopped_at = Clock::now();
@@ -1542,12 +1499,12 @@ TEST_F(Service, ARestartPastTheBoundFailsInTimeAndClosesAtOnce) {
   RPMEMpool *rpp = create("p.set", local, nl);
   ::unsetenv("RPMEM_TIMEOUT");
   ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
-  Writer w[2];
-  for (unsigned i = 0; i < 2; ++i) w[i].start(rpp, local.data(), i);
+  BlockWriter w[2];
+  for (unsigned i = 0; i < 2; ++i) w[i].start(rpp, local.data(), i, 4096 + i * kMiB, 64);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   stop_daemon(SIGTERM);
   const auto stopped_at = Clock::now();
-  for (auto &x : w) x.thread.join();
+  for (auto &x : w) x.wait();
   for (auto &x : w) {
     EXPECT_EQ(x.err, ECONNRESET) << x.msg;
     EXPECT_LT(x.failed_at - stopped_at, std::chrono::milliseconds(3500));
