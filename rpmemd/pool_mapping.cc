@@ -4,11 +4,8 @@
 
 #include "common/error.h"
 #include "common/log.h"
-#include "common/transport/copy_words.h"
 #include "rpmemd/pool_badblocks.h"
 #include "rpmemd/pool_device_dax.h"
-
-#include <libpmem.h>
 
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -16,7 +13,6 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/uio.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -160,10 +156,7 @@ PoolMapping::PoolMapping(PoolSet set) : set_(std::move(set)) {
 }
 
 PoolMapping::~PoolMapping() {
-  // A device DAX has no page cache to write back (and msync refuses it).
-  const bool dax = !parts_.empty() && parts_[0].dax_align != 0;
-  if (base_ != nullptr && !dax && ::msync(base_, size_, MS_SYNC) != 0)
-    RPMEM_LOG_ERR("msync of the pool on close failed: %s", last_errc().message().c_str());
+  if (base_ != nullptr && persister_) persister_->sync_all();
   unmap();
   close_fds();
 }
@@ -279,9 +272,6 @@ std::error_code PoolMapping::map() noexcept {
   size_ = total;
 
   uint8_t *addr = base_;
-  bool all_sync = true;
-  bool all_in_ram = true;
-  bool all_dax = true;
   for (size_t i = 0; i < parts_.size(); ++i) {
     Part &part = parts_[i];
     off_t off = i == 0 ? 0 : static_cast<off_t>(later_off);
@@ -294,29 +284,31 @@ std::error_code PoolMapping::map() noexcept {
       unmap();
       return ec;
     }
-    all_sync = all_sync && part.map_sync;
     part.map_start = static_cast<size_t>(addr - base_);
     part.map_len = lens[i];
     part.file_off = off;
     addr += lens[i];
-    all_dax = all_dax && part.dax_align != 0;
     struct statfs fs {};  // a device DAX is on devtmpfs, and not in RAM
-    all_in_ram =
-        all_in_ram && part.dax_align == 0 && ::fstatfs(part.fd, &fs) == 0 &&
+    part.in_ram =
+        part.dax_align == 0 && ::fstatfs(part.fd, &fs) == 0 &&
         (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
   }
-  // A pool set with one part on a disk is a pool on a disk.
-  in_ram_ = all_in_ram && !parts_.empty();
-  is_pmem_ = all_sync || all_dax || pmem_is_pmem(base_, size_) != 0;
+  try {
+    persister_ = choose_persister(base_, size_, parts_);
+  } catch (const std::bad_alloc &) {
+    unmap();
+    return errc(ENOMEM);
+  }
+  if (!persister_) {
+    RPMEM_LOG_ERR("either all the parts must be Device DAX or none");
+    unmap();
+    return errc(EINVAL);
+  }
   return {};
 }
 
 std::error_code PoolMapping::persist_header(void *hdr) noexcept {
-  if (is_pmem_) {
-    pmem_persist(hdr, kHdrSize);
-    return {};
-  }
-  return pmem_msync(hdr, kHdrSize) == 0 ? std::error_code{} : errc(EIO);
+  return persister_->persist_mapped(hdr, kHdrSize);
 }
 
 std::error_code PoolMapping::init_headers(const PoolAttr &attr) noexcept {
@@ -448,89 +440,9 @@ std::error_code PoolMapping::set_attr(const PoolAttr *attr) noexcept {
   return {};
 }
 
-std::error_code PoolMapping::write_durable(size_t offset, const uint8_t *src, size_t len) noexcept {
-  if (offset > size_ || len > size_ - offset) return errc(EINVAL);
-  if (is_pmem_) {
-    rpmem::transport::copy_words(base_ + offset, src, len);
-    return persist(offset, len, false);
-  }
-  return write_parts(offset, src, len, RWF_DSYNC);
-}
-
-std::error_code PoolMapping::write_posted(size_t offset, const uint8_t *src, size_t len) noexcept {
-  if (offset > size_ || len > size_ - offset) return errc(EINVAL);
-  if (is_pmem_) {
-    rpmem::transport::copy_words(base_ + offset, src, len);
-    return {};
-  }
-  return write_parts(offset, src, len, 0);
-}
-
-// Through the file, not the mapping: a page written through the mapping
-// must be write-protected again by its writeback and fault on the next
-// store, which costs several durable writes. The mapping sees the bytes
-// (one page cache).
-std::error_code PoolMapping::write_parts(size_t offset, const uint8_t *src, size_t len,
-                                         int flags) noexcept {
-  for (const Part &part : parts_) {
-    if (len == 0) break;
-    if (offset >= part.map_start + part.map_len) continue;
-    const size_t in = offset - part.map_start;
-    size_t n = std::min(len, part.map_len - in);
-    const off_t at = part.file_off + static_cast<off_t>(in);
-    for (size_t done = 0; done < n;) {
-      iovec v{const_cast<uint8_t *>(src + done), n - done};
-      const ssize_t w = ::pwritev2(part.fd, &v, 1, at + static_cast<off_t>(done), flags);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) {
-        RPMEM_LOG_ERR("write of [%zu, +%zu) into '%s' failed: %s", offset + done, n - done,
-                      part.path.c_str(), w < 0 ? strerror(errno) : "wrote nothing");
-        return errc(EIO);
-      }
-      done += static_cast<size_t>(w);
-    }
-    offset += n;
-    src += n;
-    len -= n;
-  }
-  return {};
-}
-
 std::error_code PoolMapping::persist(size_t offset, size_t len, bool deep) noexcept {
   if (offset > size_ || len > size_ - offset) return errc(EINVAL);
-  if (len == 0) return {};
-  void *addr = base_ + offset;
-  if (is_pmem_) {
-    if (!deep) {
-      pmem_persist(addr, len);
-      return {};
-    }
-    if (parts_[0].dax_align == 0)
-      return pmem_deep_persist(addr, len) == 0 ? std::error_code{} : errc(EIO);
-    // A device DAX this daemon mapped itself: libpmem knows nothing of the
-    // mapping and would msync it, which a device refuses (EINVAL). What
-    // libpmem does for its own: the stores made persistent, then each
-    // region's deep flush.
-    pmem_persist(addr, len);
-    std::error_code first;
-    for (size_t i = 0; i < parts_.size(); ++i) {
-      const std::string &f = parts_[i].deep_flush;
-      bool seen = f.empty();
-      for (size_t j = 0; j < i && !seen; ++j) seen = parts_[j].deep_flush == f;
-      if (!seen)
-        if (auto ec = deep_flush_region(f); ec && !first) first = ec;
-    }
-    return first;
-  }
-  // A file in RAM (tmpfs, ramfs, hugetlbfs) has nothing below its pages:
-  // its msync writes nothing back and only costs the call.
-  if (in_ram_) return {};
-  // pmem_msync aligns the range down to a page boundary itself.
-  if (pmem_msync(addr, len) != 0) {
-    RPMEM_LOG_ERR("msync of [%zu, +%zu) failed: %s", offset, len, last_errc().message().c_str());
-    return errc(EIO);
-  }
-  return {};
+  return persister_->persist(offset, len, deep);
 }
 
 std::error_code PoolMapping::remove_parts() noexcept {
@@ -570,26 +482,6 @@ void PoolMapping::close_fds() noexcept {
     if (part.fd >= 0) ::close(part.fd);
     part.fd = -1;
   }
-}
-
-std::error_code zero_device_dax_header(const std::string &path) noexcept {
-  auto dax = device_dax(path);
-  if (!dax) return errc(EINVAL);
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return last_errc();
-  const size_t len = std::max<size_t>(dax->align, kHdrSize);
-  void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  std::error_code ec;
-  if (p == MAP_FAILED) {
-    ec = last_errc();
-  } else {
-    std::memset(p, 0, kHdrSize);
-    pmem_persist(p, kHdrSize);
-    ::munmap(p, len);
-  }
-  ::close(fd);
-  if (ec) RPMEM_LOG_ERR("cannot zero the header of '%s': %s", path.c_str(), ec.message().c_str());
-  return ec;
 }
 
 }  // namespace rpmemd

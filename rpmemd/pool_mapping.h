@@ -10,6 +10,7 @@
 #define RPMEMD_POOL_MAPPING_H
 
 #include "common/pool_attr.h"
+#include "rpmemd/persister.h"
 #include "rpmemd/pool_hdr.h"
 #include "rpmemd/pool_store.h"
 #include "rpmemd/poolset.h"
@@ -39,7 +40,7 @@ class PoolMapping final : public MappedPool {
   // mismatch, not a regular file), EEXIST (non-zero header area), ENOSPC...
   std::error_code open_parts(bool create) noexcept;
   // Maps all parts into one contiguous range (MAP_SYNC when the file system
-  // allows it) and decides is_pmem().
+  // allows it) and chooses the persister of their medium.
   std::error_code map() noexcept;
   // create: writes every header from attr (non-zero; reference §6.5).
   std::error_code init_headers(const rpmem::PoolAttr &attr) noexcept;
@@ -58,32 +59,17 @@ class PoolMapping final : public MappedPool {
   uint8_t *base() const noexcept override { return base_; }
   size_t size() const noexcept override { return size_; }
   bool has_headers() const noexcept override { return set_.header_count() > 0; }
-  bool is_pmem() const noexcept override { return is_pmem_; }
-  bool in_ram() const noexcept override { return in_ram_; }
+  Persister &persister() const noexcept override { return *persister_; }
   std::error_code set_attr(const rpmem::PoolAttr *attr) noexcept override;
   std::error_code persist(size_t offset, size_t len, bool deep) noexcept override;
-  std::error_code write_durable(size_t offset, const uint8_t *src, size_t len) noexcept override;
-  std::error_code write_posted(size_t offset, const uint8_t *src, size_t len) noexcept override;
   std::error_code remove_parts() noexcept override;
 
  private:
-  struct Part {
-    std::string path;
-    uint64_t size = 0;  // configured (== file) size
-    int fd = -1;
-    bool created = false;    // created by open_parts(true)
-    bool map_sync = false;   // mapped with MAP_SYNC
-    size_t map_start = 0;    // pool offset of the first mapped byte
-    size_t map_len = 0;      // bytes mapped
-    off_t file_off = 0;      // file offset of the first mapped byte
-    uint64_t dax_align = 0;  // a device DAX: its alignment (0: a file)
-    std::string deep_flush;  // a device DAX: its region's deep_flush (may be empty)
-  };
+  using Part = MappedPart;
   class HeaderPages;  // the header pages of the parts that have one, mapped
 
   std::error_code open_part(Part &part, bool create, bool check_hdr_zero) noexcept;
   std::error_code persist_header(void *hdr) noexcept;
-  std::error_code write_parts(size_t offset, const uint8_t *src, size_t len, int flags) noexcept;
   void unmap() noexcept;
   void close_fds() noexcept;
 
@@ -91,13 +77,8 @@ class PoolMapping final : public MappedPool {
   std::vector<Part> parts_;
   uint8_t *base_ = nullptr;
   size_t size_ = 0;
-  bool is_pmem_ = false;
-  bool in_ram_ = false;
+  std::unique_ptr<Persister> persister_;  // from map()
 };
-
-// rpmemd --remove of a device DAX part (which is not unlinked): zeroes its
-// pool header, as PMDK did.
-std::error_code zero_device_dax_header(const std::string &path) noexcept;
 
 // A random RFC 4122 version 4 UUID, in PMDK's byte order (its struct uuid
 // with host-order fields, as pmempool prints it). EIO if getrandom fails.

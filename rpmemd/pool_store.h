@@ -18,6 +18,7 @@
 #define RPMEMD_POOL_STORE_H
 
 #include "common/pool_attr.h"
+#include "common/transport/persister.h"
 
 #include <cerrno>
 #include <cstddef>
@@ -45,13 +46,10 @@ class MappedPool {
   // True when the pool set has headers (not NOHDRS); offsets < 4096 are then
   // reserved for the header of part 0.
   virtual bool has_headers() const noexcept = 0;
-  // True when every part is mapped on persistent memory (MAP_SYNC), or
-  // pmem_is_pmem() says so (PMEM_IS_PMEM_FORCE).
-  virtual bool is_pmem() const noexcept = 0;
-  // True when every part lives in RAM only (tmpfs, ramfs, hugetlbfs): durable
-  // there means as durable as the target's memory, and persist waits for no
-  // device. A pool set with one part on a disk is a pool on a disk.
-  virtual bool in_ram() const noexcept = 0;
+  // How the pool's medium makes bytes durable, and its traits; chosen once
+  // when the pool is mapped (rpmemd/persister.h). Transports reach it
+  // through a TargetPool (common/transport/transport.h).
+  virtual rpmem::transport::Persister &persister() const noexcept = 0;
 
   // Rewrites the headers from attr as PMDK's util_replica_set_attr (part 0
   // takes attr.uuid, its neighbours' links follow). nullptr or all-zero:
@@ -59,18 +57,9 @@ class MappedPool {
   // returns zeros except uuid). NOHDRS: nullptr/zero is a no-op, non-zero
   // attributes give EINVAL.
   virtual std::error_code set_attr(const rpmem::PoolAttr *attr) noexcept = 0;
-  // Makes [offset, offset+len) durable: pmem_persist when is_pmem(), else
-  // pmem_msync; deep: pmem_deep_persist / pmem_msync. EIO on failure, EINVAL
-  // when the range is not inside [0, size()) (overflow-safe). Thread-safe.
+  // The persister's persist() of [offset, offset+len), checked: EINVAL when
+  // the range is not inside [0, size()) (overflow-safe). Thread-safe.
   virtual std::error_code persist(size_t offset, size_t len, bool deep) noexcept = 0;
-  // Writes `len` bytes of `src` at `offset` and makes them durable: for a
-  // pool in the page cache, pwritev2(RWF_DSYNC) into the part files, which
-  // costs what a durable write of the file system costs; on pmem, whole-word
-  // stores and pmem_persist. EIO/EINVAL as persist(). Thread-safe.
-  virtual std::error_code write_durable(size_t offset, const uint8_t *src, size_t len) noexcept = 0;
-  // The same write, not durable yet (a posted flush): a later persist() of
-  // the range makes it so.
-  virtual std::error_code write_posted(size_t offset, const uint8_t *src, size_t len) noexcept = 0;
   // Unmaps, unlocks and unlinks the part files (not the pool set file).
   // Used for a failed create and for close with the remove flag.
   virtual std::error_code remove_parts() noexcept = 0;

@@ -113,36 +113,6 @@ void log_pool_attr(const rpmem::PoolAttr *attr) {
 
 }  // namespace
 
-// What the transport sees of the pool: the range the client asked for.
-class Session::PoolView final : public rpmem::transport::TargetPool {
- public:
-  PoolView(MappedPool &pool, size_t size) : pool_(pool), size_(size) {}
-  uint8_t *base() const noexcept override { return pool_.base(); }
-  size_t size() const noexcept override { return size_; }
-  size_t writable_from() const noexcept override {
-    return pool_.has_headers() ? rpmem::kPoolHdrSize : 0;
-  }
-  std::error_code persist(size_t offset, size_t length, bool deep) noexcept override {
-    return pool_.persist(offset, length, deep);
-  }
-  bool is_pmem() const noexcept override { return pool_.is_pmem(); }
-  bool in_ram() const noexcept override { return pool_.in_ram(); }
-  bool persist_waits_for_device() const noexcept override {
-    return !pool_.is_pmem() && !pool_.in_ram();
-  }
-  std::error_code write_durable(size_t offset, const uint8_t *src,
-                                size_t length) noexcept override {
-    return pool_.write_durable(offset, src, length);
-  }
-  std::error_code write_posted(size_t offset, const uint8_t *src, size_t length) noexcept override {
-    return pool_.write_posted(offset, src, length);
-  }
-
- private:
-  MappedPool &pool_;
-  size_t size_;
-};
-
 SessionParams session_params(const Config &config) {
   SessionParams p;
   p.transports = rpmem::transport::available_transports();
@@ -220,12 +190,9 @@ void Session::log_policy(proto::TransportKind kind) const {
     RPMEM_LOG_NOTICE("\tpersist flush: none");
   } else {
     RPMEM_LOG_NOTICE("\tpersist method: %s", kGpspmName);
-    RPMEM_LOG_NOTICE("\tpersist flush: %s", pool_->is_pmem() ? "pmem_persist" : "pmem_msync");
+    RPMEM_LOG_NOTICE("\tpersist flush: %s", view_->traits().flush);
   }
-  RPMEM_LOG_NOTICE("\tmedium: %s", pool_->is_pmem()  ? "persistent memory"
-                                   : pool_->in_ram() ? "a file in RAM (tmpfs): durable as RAM is"
-                                                     : "a file in the page cache, written back "
-                                                       "to its disk on persist");
+  RPMEM_LOG_NOTICE("\tmedium: %s", view_->traits().description);
   // APM over tcp: no RDMA READ to wait for; the daemon flushes as it copies.
   if (apm_ && kind == proto::TransportKind::kTcp)
     RPMEM_LOG_NOTICE(
@@ -376,7 +343,9 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     return undo(Status::kFatal);
   }
 
-  view_ = std::make_unique<PoolView>(*pool_, req.pool_size);
+  view_ = std::make_unique<rpmem::transport::TargetPool>(
+      pool_->base(), req.pool_size, pool_->has_headers() ? rpmem::kPoolHdrSize : 0,
+      pool_->persister());
   rpmem::transport::TargetParams tp;
   tp.listen_address = params_.listen_address;
   tp.secret = resp.secret;
@@ -433,8 +402,9 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   // READ (where the pool is registered), over tcp each write is made durable
   // as it lands.
   proto::TransportKind kind = proto::TransportKind::kTcp;
-  tp.persist_method = params_.persist_apm && pool_->is_pmem() ? proto::PersistMethod::kApm
-                                                              : proto::PersistMethod::kGpspm;
+  tp.persist_method = params_.persist_apm && view_->traits().apm_sound
+                          ? proto::PersistMethod::kApm
+                          : proto::PersistMethod::kGpspm;
   if (offered & verbs) {
     try {
       target_ = params_.make_target(proto::TransportKind::kVerbs, *view_, tp);
@@ -475,7 +445,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     info.lanes_asked = req.nlanes;
     info.lanes_granted = nlanes;
     info.transport = kind == proto::TransportKind::kVerbs ? "verbs" : tls ? "tcp+tls" : "tcp";
-    info.medium = pool_->is_pmem() ? "pmem" : pool_->in_ram() ? "ram" : "disk";
+    info.medium = view_->traits().name;
     info.method = apm_ ? "APM" : "GPSPM";
     params_.status->pool_opened(info, tp.counters);
   }

@@ -90,7 +90,6 @@ class Session {
   SessionEnd run() noexcept;
 
  private:
-  class PoolView;
   std::error_code handle_pool_request(proto::MsgType type, const proto::Bytes &payload,
                                       SessionEnd &end);
   proto::Status open_or_create(proto::MsgType type, const proto::PoolRequest &req,
@@ -108,7 +107,7 @@ class Session {
   int signal_fd_;
   int fatal_fd_ = -1;  // eventfd: a lane saw malformed input
   std::unique_ptr<MappedPool> pool_;
-  std::unique_ptr<PoolView> view_;
+  std::unique_ptr<rpmem::transport::TargetPool> view_;  // the client's range of pool_
   std::unique_ptr<rpmem::transport::Target> target_;
   long lane_fds_ = 0;
   long client_lanes_ = 0;    // this session's share of params_.client_lanes

@@ -2,7 +2,6 @@
 // Dispatch from a transport kind to its provider.
 #include "common/transport/transport.h"
 
-#include "common/transport/copy_words.h"
 #include "common/transport/tcp/tcp_initiator.h"
 #include "common/transport/tcp/tcp_target.h"
 #ifdef RPMEM_HAVE_VERBS
@@ -18,18 +17,6 @@ LaneRoute::~LaneRoute() {
   for (size_t i = 0; i < where_.master.size(); ++i) p[i] = 0;
   volatile uint8_t *q = where_.secret.data();
   for (size_t i = 0; i < where_.secret.size(); ++i) q[i] = 0;
-}
-
-std::error_code TargetPool::write_durable(size_t offset, const uint8_t *src,
-                                          size_t length) noexcept {
-  copy_words(base() + offset, src, length);
-  return persist(offset, length, false);
-}
-
-std::error_code TargetPool::write_posted(size_t offset, const uint8_t *src,
-                                         size_t length) noexcept {
-  copy_words(base() + offset, src, length);
-  return {};
 }
 
 const char *TargetPool::refusal(uint64_t offset, uint64_t length, bool writes) const noexcept {

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/proto.h"
 #include "common/transport/lane_stats.h"
+#include "common/transport/persister.h"
 
 #include <array>
 #include <chrono>
@@ -142,40 +143,40 @@ struct InitiatorParams {
 Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(TransportKind kind,
                                                                   const InitiatorParams &params);
 
-// Target side: the pool a transport writes into and makes durable.
+// Target side: the pool a transport writes into, and the persister of its
+// medium, which makes it durable (persister.h). The range is what the
+// client asked for; the pool may be larger.
 class TargetPool {
  public:
-  virtual ~TargetPool() = default;
-  virtual uint8_t *base() const noexcept = 0;
-  virtual size_t size() const noexcept = 0;  // bytes addressable by the client
+  TargetPool(uint8_t *base, size_t size, size_t writable_from, Persister &persister) noexcept
+      : base_(base), size_(size), writable_from_(writable_from), persister_(&persister) {}
+  uint8_t *base() const noexcept { return base_; }
+  size_t size() const noexcept { return size_; }  // bytes addressable by the client
   // Lowest offset the client may write (4096 when the pool has headers).
-  virtual size_t writable_from() const noexcept = 0;
-  // EIO when the range could not be made durable.
-  virtual std::error_code persist(size_t offset, size_t length, bool deep) noexcept = 0;
-  // True when base() maps persistent memory (DAX): a NIC may write into it
-  // and a CPU flush makes that durable. False for a file in the page cache,
-  // where only writes the kernel sees (through the CPU) are written back.
-  virtual bool is_pmem() const noexcept { return false; }
-  // True when every byte of base() is a page of RAM (tmpfs, ramfs,
-  // hugetlbfs): durable there is as durable as the target's memory, and a
-  // NIC may write into it.
-  virtual bool in_ram() const noexcept { return false; }
-  // True when persist() waits for a device (a file system on a disk): the
-  // threads serving lanes then wait more than they compute.
-  virtual bool persist_waits_for_device() const noexcept { return false; }
-  // Writes [src, +length) at `offset` and makes it durable, in one step:
-  // where persist_waits_for_device(), a durable write of the file (cheaper
-  // than stores into the mapping and persist()). Whole-word stores and
-  // persist() here.
-  virtual std::error_code write_durable(size_t offset, const uint8_t *src, size_t length) noexcept;
-  // The same write without making it durable (a posted flush; persist()
-  // does it later). Whole-word stores here.
-  virtual std::error_code write_posted(size_t offset, const uint8_t *src, size_t length) noexcept;
+  size_t writable_from() const noexcept { return writable_from_; }
+  const MediumTraits &traits() const noexcept { return persister_->traits(); }
+  // The persister's calls (persister.h), on ranges the caller checked.
+  std::error_code persist(size_t offset, size_t length, bool deep) const noexcept {
+    return persister_->persist(offset, length, deep);
+  }
+  std::error_code write_durable(size_t offset, const uint8_t *src, size_t length,
+                                bool deep = false) const noexcept {
+    return persister_->write_durable(offset, src, length, deep);
+  }
+  std::error_code write_posted(size_t offset, const uint8_t *src, size_t length) const noexcept {
+    return persister_->write_posted(offset, src, length);
+  }
 
   // Why a client's request for [offset, offset + length) is refused, or
   // nullptr: "range outside the pool", or for a write (`writes`) of at
   // least one byte, "write into the pool header".
   const char *refusal(uint64_t offset, uint64_t length, bool writes) const noexcept;
+
+ private:
+  uint8_t *base_;
+  size_t size_;
+  size_t writable_from_;
+  Persister *persister_;
 };
 
 struct TargetParams {

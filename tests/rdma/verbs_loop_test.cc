@@ -6,6 +6,7 @@
 #include "common/transport/transport.h"
 #include "common/transport/verbs/verbs_rdma.h"
 #include "common/transport/verbs/verbs_wire.h"
+#include "tests/recording_persister.h"
 #include "tests/sanitizers.h"
 
 #include <gtest/gtest.h>
@@ -36,59 +37,29 @@ using rpmem_test::kUnderTsan;
 constexpr size_t kPoolSize = 4 << 20;
 constexpr size_t kHeader = 4096;
 
-struct Persisted {
-  size_t offset, length;
-  bool deep;
-};
+using Persisted = rpmem_test::RecordingPersister::Call;
 
-// Target pool in anonymous memory; records persists, may fail them. It
-// stands for a file in the page cache (the bounded path) unless `pmem` or
-// `ram` is set before start() (the direct path).
-class MemPool final : public TargetPool {
+// A target pool in anonymous memory with a recording persister. It stands
+// for a file in the page cache (the bounded path) unless the persister's
+// medium is set to RAM or pmem before start() (the direct path).
+class MemPool {
  public:
-  MemPool() {
-    base_ = static_cast<uint8_t *>(
-        ::mmap(nullptr, kPoolSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-  }
-  ~MemPool() override { ::munmap(base_, kPoolSize); }
+  MemPool()
+      : base_(static_cast<uint8_t *>(::mmap(nullptr, kPoolSize, PROT_READ | PROT_WRITE,
+                                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0))),
+        persister(base_),
+        target(base_, kPoolSize, kHeader, persister) {}
+  ~MemPool() { ::munmap(base_, kPoolSize); }
   MemPool(const MemPool &) = delete;
   MemPool &operator=(const MemPool &) = delete;
-  uint8_t *base() const noexcept override { return base_; }
-  size_t size() const noexcept override { return kPoolSize; }
-  size_t writable_from() const noexcept override { return kHeader; }
-  bool is_pmem() const noexcept override { return pmem; }
-  bool in_ram() const noexcept override { return ram; }
-  std::error_code persist(size_t offset, size_t length, bool deep) noexcept override {
-    std::lock_guard lock(mu_);
-    log_.push_back({offset, length, deep});
-    return fail_.load() ? errc(EIO) : std::error_code{};
-  }
-  std::vector<Persisted> log() {
-    std::lock_guard lock(mu_);
-    return log_;
-  }
-  void clear_log() {
-    std::lock_guard lock(mu_);
-    log_.clear();
-  }
-  // True when every byte of [off, off+len) lies in some recorded persist.
-  bool covered(size_t off, size_t len) {
-    auto l = log();
-    for (size_t i = off; i < off + len; i += 512) {
-      bool in = false;
-      for (auto &p : l) in = in || (i >= p.offset && i < p.offset + p.length);
-      if (!in) return false;
-    }
-    return true;
-  }
-  std::atomic<bool> fail_{false};
-  bool pmem = false;
-  bool ram = false;
+  uint8_t *base() const noexcept { return base_; }
 
  private:
   uint8_t *base_;
-  std::mutex mu_;
-  std::vector<Persisted> log_;
+
+ public:
+  rpmem_test::RecordingPersister persister;
+  TargetPool target;
 };
 
 class VerbsLoop : public ::testing::Test {
@@ -122,7 +93,7 @@ class VerbsLoop : public ::testing::Test {
     tp.persist_method = method;
     tp.client_minor = proto::kMinor;
     tp.on_fatal = [this](const std::string &) { fatal_ = true; };
-    target_ = make_target(proto::TransportKind::kVerbs, pool_, tp);
+    target_ = make_target(proto::TransportKind::kVerbs, pool_.target, tp);
     target_->start();
   }
   InitiatorParams params(unsigned nlanes, unsigned wq = 50) {
@@ -170,7 +141,7 @@ TEST_F(VerbsLoop, PersistLandsInlineInChunksAndIsReportedDurable) {
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 65536, 200000, false), std::error_code{});
   EXPECT_TRUE(same(kHeader, 8));
   EXPECT_TRUE(same(65536, 200000));
-  EXPECT_TRUE(pool_.covered(65536, 200000));
+  EXPECT_TRUE(pool_.persister.covered(65536, 200000));
   EXPECT_FALSE(same(0, kHeader)) << "nothing wrote the header";
 }
 
@@ -179,19 +150,19 @@ TEST_F(VerbsLoop, RelaxedPersistWritesThenTheTargetFlushesTheRange) {
   connect(1);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 1 << 20, 1 << 20, true), std::error_code{});
   EXPECT_TRUE(same(1 << 20, 1 << 20));
-  auto log = pool_.log();
+  auto log = pool_.persister.calls();
   ASSERT_EQ(log.size(), 1u);
   EXPECT_EQ(log[0].offset, 1u << 20);
   EXPECT_EQ(log[0].length, 1u << 20);
 }
 
 TEST_F(VerbsLoop, DeepPersistGoesThroughTheTarget) {
-  pool_.pmem = true;
+  pool_.persister.medium = rpmem_test::kRecordedPmem;
   start(proto::PersistMethod::kApm);
   connect(1);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kDeepPersist, 8192, 5000, false), std::error_code{});
   EXPECT_TRUE(same(8192, 5000));
-  auto log = pool_.log();
+  auto log = pool_.persister.calls();
   ASSERT_FALSE(log.empty());
   EXPECT_TRUE(log[0].deep);
 }
@@ -202,7 +173,7 @@ TEST_F(VerbsLoop, FlushesAreDurableAfterOneDrainAcrossWorkQueueBoundaries) {
   connect(1, 8);
   size_t off = kHeader;
   for (unsigned n : {6u, 7u, 8u, 24u}) {
-    pool_.clear_log();
+    pool_.persister.clear_calls();
     const size_t first = off;
     for (unsigned i = 0; i < n; ++i) {
       fill(off, 3000, static_cast<uint8_t>(n + i));
@@ -210,17 +181,17 @@ TEST_F(VerbsLoop, FlushesAreDurableAfterOneDrainAcrossWorkQueueBoundaries) {
       ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, off, 3000, i % 2 == 0), std::error_code{});
       off += 4096;  // not adjacent: one range each
     }
-    EXPECT_TRUE(pool_.log().empty()) << "flush alone reached the target CPU";
+    EXPECT_TRUE(pool_.persister.calls().empty()) << "flush alone reached the target CPU";
     ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
     for (size_t o = first; o < off; o += 4096) {
       EXPECT_TRUE(same(o, 3000)) << n << " flushes, offset " << o;
-      EXPECT_TRUE(pool_.covered(o, 3000)) << n << " flushes, offset " << o;
+      EXPECT_TRUE(pool_.persister.covered(o, 3000)) << n << " flushes, offset " << o;
     }
   }
 }
 
 TEST_F(VerbsLoop, ApmRelaxedPersistAndDrainNeverReachTheTargetCpu) {
-  pool_.pmem = true;
+  pool_.persister.medium = rpmem_test::kRecordedPmem;
   start(proto::PersistMethod::kApm);
   connect(1);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 8192, 100000, true), std::error_code{});
@@ -230,16 +201,16 @@ TEST_F(VerbsLoop, ApmRelaxedPersistAndDrainNeverReachTheTargetCpu) {
   ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
   EXPECT_TRUE(same(8192, 100000));
   EXPECT_TRUE(same(200000, 20000));
-  EXPECT_TRUE(pool_.log().empty());
+  EXPECT_TRUE(pool_.persister.calls().empty());
   // flags 0 keeps 8-byte atomicity: through the target.
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 300000, 64, false), std::error_code{});
-  EXPECT_EQ(pool_.log().size(), 1u);
+  EXPECT_EQ(pool_.persister.calls().size(), 1u);
 }
 
 TEST_F(VerbsLoop, ReadReturnsTheRemoteBytesAcrossChunks) {
   for (size_t i = 0; i < kPoolSize; ++i) pool_.base()[i] = static_cast<uint8_t>(i * 31 + 5);
   for (bool ram : {false, true}) {  // through the lane's window, then RDMA READs of the pool
-    pool_.ram = ram;
+    pool_.persister.medium = ram ? rpmem_test::kRecordedRam : rpmem_test::kRecordedFile;
     start(proto::PersistMethod::kGpspm);
     connect(1);
     std::vector<uint8_t> buf(700000);
@@ -269,20 +240,21 @@ TEST_F(VerbsLoop, PageCachePoolGetsRdmaWritesOnlyThroughTheTargetCpu) {
   for (bool relaxed : {false, true}) {
     ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, off, len, relaxed), std::error_code{});
     EXPECT_FALSE(same(off, len)) << "the NIC wrote into the pool, relaxed " << relaxed;
-    EXPECT_TRUE(pool_.log().empty()) << "a flush reached the target CPU, relaxed " << relaxed;
+    EXPECT_TRUE(pool_.persister.calls().empty())
+        << "a flush reached the target CPU, relaxed " << relaxed;
     ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
     EXPECT_TRUE(same(off, len)) << "relaxed " << relaxed;
-    EXPECT_TRUE(pool_.covered(off, len));
+    EXPECT_TRUE(pool_.persister.covered(off, len));
     std::vector<uint8_t> back(len);
     ASSERT_EQ(lanes_[0]->read(back.data(), off, len), std::error_code{});
     EXPECT_EQ(std::memcmp(back.data(), local_ + off, len), 0) << "relaxed " << relaxed;
     fill(off, len, 42);
-    pool_.clear_log();
+    pool_.persister.clear_calls();
   }
   fill(1 << 20, 70000, 43);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 1 << 20, 70000, true), std::error_code{});
   EXPECT_TRUE(same(1 << 20, 70000));
-  EXPECT_TRUE(pool_.covered(1 << 20, 70000));
+  EXPECT_TRUE(pool_.persister.covered(1 << 20, 70000));
   // A read sees what was flushed and not drained yet: the window goes first.
   fill(2 << 20, 5000, 44);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 2 << 20, 5000, false), std::error_code{});
@@ -321,14 +293,14 @@ TEST_F(VerbsLoop, FlushStreamMuchLargerThanTheWindowLosesNothing) {
   }
   ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
   EXPECT_EQ(std::memcmp(expect.data(), pool_.base(), kPoolSize), 0);
-  EXPECT_GT(pool_.log().size(), 64u) << "the window was drained as it filled";
+  EXPECT_GT(pool_.persister.calls().size(), 64u) << "the window was drained as it filled";
   EXPECT_FALSE(fatal_.load());
 }
 
 // The direct path for a file in RAM: the NIC writes into the pool itself,
 // and a flags-0 flush goes inline (a NIC's write is not word-atomic).
 TEST_F(VerbsLoop, PoolInRamTakesRdmaWritesDirectly) {
-  pool_.ram = true;
+  pool_.persister.medium = rpmem_test::kRecordedRam;
   start(proto::PersistMethod::kGpspm);
   auto info = verbs::decode_provider_info(target_->provider_data());
   ASSERT_TRUE(info);
@@ -339,7 +311,7 @@ TEST_F(VerbsLoop, PoolInRamTakesRdmaWritesDirectly) {
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 40000, 3000, true), std::error_code{});
   EXPECT_TRUE(same(40000, 3000)) << "the NIC wrote into the pool";
   ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
-  EXPECT_TRUE(pool_.covered(40000, 3000));
+  EXPECT_TRUE(pool_.persister.covered(40000, 3000));
 }
 
 // A client of protocol 1.3 knows no landing window: a page-cache pool is
@@ -350,22 +322,22 @@ TEST_F(VerbsLoop, ClientThatPredatesTheBoundedPathIsRefusedItClearly) {
   tp.max_lanes = 1;
   tp.client_minor = proto::kMinorBounded - 1;
   try {
-    make_target(proto::TransportKind::kVerbs, pool_, tp);
+    make_target(proto::TransportKind::kVerbs, pool_.target, tp);
     ADD_FAILURE() << "served";
   } catch (const std::system_error &e) {
     EXPECT_EQ(e.code().value(), EPROTONOSUPPORT);
     EXPECT_NE(std::string(e.what()).find("page cache"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("protocol 1.3"), std::string::npos) << e.what();
   }
-  pool_.ram = true;  // the direct path needs nothing new
-  EXPECT_NO_THROW(make_target(proto::TransportKind::kVerbs, pool_, tp));
+  pool_.persister.medium = rpmem_test::kRecordedRam;  // the direct path needs nothing new
+  EXPECT_NO_THROW(make_target(proto::TransportKind::kVerbs, pool_.target, tp));
 }
 
 // Persistent memory: the NIC writes into the pool mapping itself, and a
 // flags-0 flush, which a NIC's write would not keep word-atomic, goes
 // inline through the target's CPU at once.
 TEST_F(VerbsLoop, PmemPoolTakesRdmaWritesDirectlyAndFlagsZeroFlushInline) {
-  pool_.pmem = true;
+  pool_.persister.medium = rpmem_test::kRecordedPmem;
   start(proto::PersistMethod::kGpspm);
   auto info = verbs::decode_provider_info(target_->provider_data());
   ASSERT_TRUE(info);
@@ -375,24 +347,24 @@ TEST_F(VerbsLoop, PmemPoolTakesRdmaWritesDirectlyAndFlagsZeroFlushInline) {
   fill(8192, 3000, 45);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 8192, 3000, false), std::error_code{});
   EXPECT_TRUE(same(8192, 3000));
-  EXPECT_TRUE(pool_.covered(8192, 3000)) << "a flags-0 flush is a persist here";
-  pool_.clear_log();
+  EXPECT_TRUE(pool_.persister.covered(8192, 3000)) << "a flags-0 flush is a persist here";
+  pool_.persister.clear_calls();
   fill(20000, 3000, 46);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 20000, 3000, true), std::error_code{});
-  EXPECT_TRUE(pool_.log().empty()) << "a relaxed flush is only posted";
+  EXPECT_TRUE(pool_.persister.calls().empty()) << "a relaxed flush is only posted";
   ASSERT_EQ(lanes_[0]->drain(), std::error_code{});
   EXPECT_TRUE(same(20000, 3000));
-  EXPECT_TRUE(pool_.covered(20000, 3000));
+  EXPECT_TRUE(pool_.persister.covered(20000, 3000));
 }
 
 TEST_F(VerbsLoop, TargetFailureIsEioAndTheLaneStaysUsable) {
   start(proto::PersistMethod::kGpspm);
   connect(1);
-  pool_.fail_ = true;
+  pool_.persister.fail_with(EIO);
   EXPECT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 8192, 100, false), errc(EIO));
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 16384, 100, true), std::error_code{});
   EXPECT_EQ(lanes_[0]->drain(), errc(EIO));
-  pool_.fail_ = false;
+  pool_.persister.fail_with(0);
   EXPECT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 8192, 100, true), std::error_code{});
 }
 
@@ -481,7 +453,7 @@ TEST_F(VerbsLoop, MemlockLimitBelowThePoolIsAClearErrorOnBothSides) {
     tp.max_lanes = 1;
     tp.client_minor = proto::kMinor;
     try {
-      make_target(proto::TransportKind::kVerbs, pool_, tp);  // its windows: 1 MiB
+      make_target(proto::TransportKind::kVerbs, pool_.target, tp);  // its windows: 1 MiB
       ::_exit(5);
     } catch (const std::system_error &e) {
       std::fprintf(stderr, "target says: %s\n", e.what());

@@ -159,7 +159,7 @@ LaneServer::LaneServer(TargetPool &pool, FatalFn fatal, bool apm,
                        std::shared_ptr<TargetCounters> counters)
     : pool_(pool),
       fatal_(std::move(fatal)),
-      disk_(pool.persist_waits_for_device() && !apm),
+      whole_writes_(pool.traits().waits_for_device && !apm),
       apm_(apm),
       counters_(std::move(counters)) {}
 
@@ -453,7 +453,7 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
         if (lane.counters) lane.started_ns = LaneCounters::now_ns();
         lane.dst = pool_.base() + req->offset;
         lane.left = writes ? req->length : 0;
-        lane.whole = disk_ && writes && req->length <= kLaneBuffer;
+        lane.whole = whole_writes_ && writes && req->length <= kLaneBuffer;
         lane.written.clear();
         lane.state = Lane::State::kPayload;
         [[fallthrough]];
@@ -469,7 +469,8 @@ LaneServer::Step LaneServer::step(Lane &lane, bool &progress) {
           }
           lane.written = lane.req.op == DataOp::kFlush
                              ? pool_.write_posted(lane.req.offset, lane.in.data(), lane.left)
-                             : pool_.write_durable(lane.req.offset, lane.in.data(), lane.left);
+                             : pool_.write_durable(lane.req.offset, lane.in.data(), lane.left,
+                                                   lane.req.op == DataOp::kDeepPersist);
           lane.in.consume(lane.left);
           lane.left = 0;
           progress = true;

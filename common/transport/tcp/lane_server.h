@@ -73,8 +73,10 @@ class LaneServer {
 
   TargetPool &pool_;
   FatalFn fatal_;
-  const bool disk_;  // pool_.persist_waits_for_device(): persists go through write_durable
-  const bool apm_;   // writes durable as they land (pmem)
+  // The medium takes whole writes (traits().waits_for_device) and the
+  // method is not APM: payloads go in through write_durable/write_posted.
+  const bool whole_writes_;
+  const bool apm_;  // writes durable as they land (pmem)
   const std::shared_ptr<TargetCounters> counters_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;

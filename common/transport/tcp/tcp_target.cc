@@ -466,9 +466,9 @@ void TcpTarget::hand_over(std::unique_ptr<ByteStream> stream, unsigned lane) {
     // A thread per CPU computes; on a disk, persists mostly wait for the
     // device, so more threads keep more writes in flight (as many writers
     // would), while SpinSlots keeps the spinning to one per two CPUs.
-    const unsigned cap = params_.nthreads                   ? params_.nthreads
-                         : pool_.persist_waits_for_device() ? std::max(usable_cpus(), kDiskThreads)
-                                                            : usable_cpus();
+    const unsigned cap = params_.nthreads                  ? params_.nthreads
+                         : pool_.traits().waits_for_device ? std::max(usable_cpus(), kDiskThreads)
+                                                           : usable_cpus();
     nservers_ = std::clamp(std::min(nlanes, cap), 1u, params_.max_lanes);
     servers_.resize(nservers_);
     RPMEM_LOG_INFO("%u lanes served by %u worker thread%s", nlanes, nservers_,

@@ -100,12 +100,12 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
   std::string why;
   if (params_.verbs_windows_always) {
     why = "served through lane windows (verbs-landing = windows)";
-  } else if (pool_.in_ram() || pool_.is_pmem()) {
+  } else if (pool_.traits().nic_writes) {
     if (auto ec = check_memlock(pool_.size() + lane_bytes, "the pool and lane buffers", why))
       throw SetupError(ec.value(), why);
     register_pool(why);
   } else {
-    why = "a file in the page cache, whose pages a NIC's writes would never dirty";
+    why = std::string(pool_.traits().noun) + ", whose pages a NIC's writes would never dirty";
   }
   if (!pool_mr_) {
     // The bounded path. A window holds one inline persist's worth at least.
@@ -136,8 +136,7 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
                  " KiB (verbs-window), copied into the pool by rpmemd: the pool is " + why;
   } else {
     info.raddr = reinterpret_cast<uintptr_t>(pool_.base());
-    data_path_ = std::string("into the pool itself (") +
-                 (pool_.is_pmem() ? "persistent memory" : "a file in RAM") + ")";
+    data_path_ = std::string("into the pool itself (") + pool_.traits().noun + ")";
   }
   info.rkey = pool_mr_->rkey;
   info.max_inline = kMaxInline;
@@ -159,8 +158,8 @@ void VerbsTarget::register_pool(std::string &why) {
   }
   // fsdax: no long-term pins of its pages (EOPNOTSUPP). A device with
   // on-demand paging needs no pin.
-  why = std::string(pool_.is_pmem() ? "persistent memory" : "a file in RAM") +
-        " that cannot be registered (" + mr.error().message + ")";
+  why =
+      std::string(pool_.traits().noun) + " that cannot be registered (" + mr.error().message + ")";
   if (supports_odp_rc(ctx_)) {
     auto odp = register_memory(pd_.get(), pool_.base(), pool_.size(), access | IBV_ACCESS_ON_DEMAND,
                                "the pool (on-demand paging)");
@@ -423,12 +422,7 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
       return false;
     }
     const uint8_t *data = msg + kMsgHeaderSize;
-    if (pool_.persist_waits_for_device()) {
-      status = pool_.write_durable(h->offset, data, h->length);
-    } else {
-      copy_words(pool_.base() + h->offset, data, h->length);
-      status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
-    }
+    status = pool_.write_durable(h->offset, data, h->length, h->op == MsgOp::kDeepPersist);
   } else {
     // What the NIC wrote into the pool itself; on the bounded path nothing is.
     const char *why = windows_ ? "persist of RDMA-written bytes on a lane with a window"

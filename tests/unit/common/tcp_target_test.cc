@@ -7,6 +7,7 @@
 
 #include "common/transport/tcp/socket_io.h"
 #include "common/transport/transport.h"
+#include "tests/recording_persister.h"
 #include "tests/sanitizers.h"
 
 #include <gtest/gtest.h>
@@ -46,70 +47,18 @@ constexpr int kIoMs = 3000;
 
 std::error_code errc_of(int e) { return {e, std::generic_category()}; }
 
-struct PersistCall {
-  size_t offset;
-  size_t length;
-  bool deep;
-  friend bool operator==(const PersistCall &, const PersistCall &) = default;
-};
+using PersistCall = rpmem_test::RecordingPersister::Call;
 
-// A 1 MiB pool between two guard areas; persist() records every range, can
-// fail with a chosen errno, and can be held until released.
-class MemPool final : public TargetPool {
+// A 1 MiB pool between two guard areas, with a recording persister.
+class MemPool {
  public:
   explicit MemPool(size_t writable_from)
-      : storage_(kPoolSize + 2 * kGuard, kGuardByte), writable_from_(writable_from) {
+      : storage_(kPoolSize + 2 * kGuard, kGuardByte),
+        persister(base()),
+        target(base(), kPoolSize, writable_from, persister) {
     std::fill(base(), base() + kPoolSize, uint8_t{0});
   }
-
-  uint8_t *base() const noexcept override { return storage_.data() + kGuard; }
-  size_t size() const noexcept override { return kPoolSize; }
-  size_t writable_from() const noexcept override { return writable_from_; }
-
-  std::error_code persist(size_t offset, size_t length, bool deep) noexcept override {
-    std::unique_lock lock(mu_);
-    calls_.push_back({offset, length, deep});
-    ++entered_;
-    cv_.notify_all();
-    cv_.wait(lock, [&] { return !hold_; });
-    return fail_ ? errc_of(fail_) : std::error_code{};
-  }
-  // As a pool on a disk: persists come as one durable write, flushes as a
-  // posted one, each counted.
-  bool persist_waits_for_device() const noexcept override { return disk; }
-  std::error_code write_durable(size_t offset, const uint8_t *src,
-                                size_t length) noexcept override {
-    std::lock_guard lock(mu_);
-    ++durable_writes;
-    std::memcpy(base() + offset, src, length);
-    return fail_ ? errc_of(fail_) : std::error_code{};
-  }
-  std::error_code write_posted(size_t offset, const uint8_t *src, size_t length) noexcept override {
-    std::lock_guard lock(mu_);
-    ++posted_writes;
-    std::memcpy(base() + offset, src, length);
-    return {};
-  }
-  bool disk = false;
-  std::atomic<unsigned> durable_writes{0}, posted_writes{0};
-
-  void fail_with(int err) {
-    std::lock_guard lock(mu_);
-    fail_ = err;
-  }
-  void hold(bool on) {
-    std::lock_guard lock(mu_);
-    hold_ = on;
-    cv_.notify_all();
-  }
-  bool wait_entered(unsigned n, std::chrono::milliseconds timeout) {
-    std::unique_lock lock(mu_);
-    return cv_.wait_for(lock, timeout, [&] { return entered_ >= n; });
-  }
-  std::vector<PersistCall> calls() {
-    std::lock_guard lock(mu_);
-    return calls_;
-  }
+  uint8_t *base() const noexcept { return storage_.data() + kGuard; }
   bool guards_intact() const {
     auto pre = std::span(storage_).first(kGuard);
     auto post = std::span(storage_).last(kGuard);
@@ -120,13 +69,10 @@ class MemPool final : public TargetPool {
 
  private:
   mutable std::vector<uint8_t> storage_;
-  size_t writable_from_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<PersistCall> calls_;
-  unsigned entered_ = 0;
-  int fail_ = 0;
-  bool hold_ = false;
+
+ public:
+  rpmem_test::RecordingPersister persister;
+  TargetPool target;
 };
 
 proto::Secret make_secret(uint8_t seed) {
@@ -165,7 +111,7 @@ class TcpTargetTest : public ::testing::Test {
       fatal_.push_back(why);
       fatal_cv_.notify_all();
     };
-    target_ = make_target(TransportKind::kTcp, *pool_, p);
+    target_ = make_target(TransportKind::kTcp, pool_->target, p);
     target_->start();
   }
 
@@ -273,7 +219,7 @@ TEST_F(TcpTargetTest, PersistLandsBytesAndRecordsRange) {
   EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 1000));
   EXPECT_EQ(pool_->base()[8191], 0);
   EXPECT_EQ(pool_->base()[9192], 0);
-  EXPECT_EQ(pool_->calls(), (std::vector<PersistCall>{{8192, 1000, false}}));
+  EXPECT_EQ(pool_->persister.calls(), (std::vector<PersistCall>{{8192, 1000, false}}));
 }
 
 TEST_F(TcpTargetTest, RelaxedPersistLandsBytes) {
@@ -282,7 +228,7 @@ TEST_F(TcpTargetTest, RelaxedPersistLandsBytes) {
   fill_pattern(local_.data() + 4097, 77777, 2);
   ASSERT_FALSE(lanes_[0]->write(DataOp::kPersist, 4097, 77777, true));
   EXPECT_EQ(0, std::memcmp(pool_->base() + 4097, local_.data() + 4097, 77777));
-  EXPECT_EQ(pool_->calls(), (std::vector<PersistCall>{{4097, 77777, false}}));
+  EXPECT_EQ(pool_->persister.calls(), (std::vector<PersistCall>{{4097, 77777, false}}));
 }
 
 TEST_F(TcpTargetTest, DeepPersistIsRecordedAsDeep) {
@@ -291,7 +237,7 @@ TEST_F(TcpTargetTest, DeepPersistIsRecordedAsDeep) {
   fill_pattern(local_.data() + 12288, 4096, 3);
   ASSERT_FALSE(lanes_[0]->write(DataOp::kDeepPersist, 12288, 4096, true));
   EXPECT_EQ(0, std::memcmp(pool_->base() + 12288, local_.data() + 12288, 4096));
-  EXPECT_EQ(pool_->calls(), (std::vector<PersistCall>{{12288, 4096, true}}));
+  EXPECT_EQ(pool_->persister.calls(), (std::vector<PersistCall>{{12288, 4096, true}}));
 }
 
 TEST_F(TcpTargetTest, WholePoolPersistAndReadRoundTrip) {
@@ -316,7 +262,8 @@ TEST_F(TcpTargetTest, FlushesThenDrainLandEveryRange) {
   for (const auto &r : ranges)
     EXPECT_EQ(0, std::memcmp(pool_->base() + r.offset, local_.data() + r.offset, r.length))
         << r.offset;
-  EXPECT_EQ(pool_->calls(), std::vector<PersistCall>(std::begin(ranges), std::end(ranges)));
+  EXPECT_EQ(pool_->persister.calls(),
+            std::vector<PersistCall>(std::begin(ranges), std::end(ranges)));
 }
 
 TEST_F(TcpTargetTest, ReadReturnsPoolBytesIncludingHeader) {
@@ -328,7 +275,7 @@ TEST_F(TcpTargetTest, ReadReturnsPoolBytesIncludingHeader) {
   EXPECT_EQ(0, std::memcmp(got.data(), pool_->base(), got.size()));
   ASSERT_FALSE(lanes_[0]->read(got.data(), kPoolSize - 7, 7));
   EXPECT_EQ(0, std::memcmp(got.data(), pool_->base() + kPoolSize - 7, 7));
-  EXPECT_TRUE(pool_->calls().empty());
+  EXPECT_TRUE(pool_->persister.calls().empty());
 }
 
 TEST_F(TcpTargetTest, ZeroLengthOperationsSucceed) {
@@ -344,11 +291,11 @@ TEST_F(TcpTargetTest, ZeroLengthOperationsSucceed) {
 TEST_F(TcpTargetTest, PersistFailureIsEioAndLaneStaysUsable) {
   start();
   connect_ok(1);
-  pool_->fail_with(EIO);
+  pool_->persister.fail_with(EIO);
   EXPECT_EQ(lanes_[0]->write(DataOp::kPersist, 8192, 64, false), errc_of(EIO));
   EXPECT_EQ(lanes_[0]->write(DataOp::kPersist, 8192, 64, true), errc_of(EIO));
   EXPECT_EQ(lanes_[0]->write(DataOp::kDeepPersist, 8192, 64, true), errc_of(EIO));
-  pool_->fail_with(0);
+  pool_->persister.fail_with(0);
   fill_pattern(local_.data() + 8192, 64, 7);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 64, false));
   EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 64));
@@ -360,22 +307,22 @@ TEST_F(TcpTargetTest, PersistFailureIsEioAndLaneStaysUsable) {
 // only, not a later one.
 TEST_F(TcpTargetTest, DiskPoolTakesPersistsAsDurableWritesAndFlushesAsPostedOnes) {
   start();
-  pool_->disk = true;
+  pool_->persister.medium = rpmem_test::kRecordedDisk;
   connect_ok(1);
   fill_pattern(local_.data() + 8192, 4096, 3);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 4096, false));
-  EXPECT_EQ(pool_->durable_writes.load(), 1u);
-  EXPECT_TRUE(pool_->calls().empty()) << "persist() as well as the durable write";
+  EXPECT_EQ(pool_->persister.durable_writes.load(), 1u);
+  EXPECT_TRUE(pool_->persister.calls().empty()) << "persist() as well as the durable write";
   EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 4096));
-  pool_->fail_with(EIO);
+  pool_->persister.fail_with(EIO);
   EXPECT_EQ(lanes_[0]->write(DataOp::kDeepPersist, 8192, 64, false), errc_of(EIO));
-  pool_->fail_with(0);
+  pool_->persister.fail_with(0);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 0, false)) << "an old error came back";
   fill_pattern(local_.data() + 20000, 3000, 4);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 20000, 3000, true));
   EXPECT_FALSE(lanes_[0]->drain());
-  EXPECT_EQ(pool_->posted_writes.load(), 1u);
-  auto calls = pool_->calls();
+  EXPECT_EQ(pool_->persister.posted_writes.load(), 1u);
+  auto calls = pool_->persister.calls();
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].offset, 20000u);
   EXPECT_EQ(calls[0].length, 3000u);
@@ -386,11 +333,11 @@ TEST_F(TcpTargetTest, DiskPoolTakesPersistsAsDurableWritesAndFlushesAsPostedOnes
 TEST_F(TcpTargetTest, DrainAfterFailedFlushIsEioOnceAndLaneStaysUsable) {
   start();
   connect_ok(1);
-  pool_->fail_with(EIO);
+  pool_->persister.fail_with(EIO);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 8192, 64, false));  // no reply to carry it
   EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 16384, 64, false));
   EXPECT_EQ(lanes_[0]->drain(), errc_of(EIO));
-  pool_->fail_with(0);
+  pool_->persister.fail_with(0);
   EXPECT_FALSE(lanes_[0]->drain()) << "the flush error must be reported once";
   EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 64, false));
   EXPECT_EQ(fatal_count(), 0u);
@@ -399,7 +346,7 @@ TEST_F(TcpTargetTest, DrainAfterFailedFlushIsEioOnceAndLaneStaysUsable) {
 TEST_F(TcpTargetTest, FlushErrorIsPerLane) {
   start();
   connect_ok(2);
-  pool_->fail_with(EIO);
+  pool_->persister.fail_with(EIO);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 8192, 64, false));
   EXPECT_FALSE(lanes_[1]->drain()) << "lane 1 flushed nothing";
   EXPECT_EQ(lanes_[0]->drain(), errc_of(EIO));
@@ -413,7 +360,7 @@ TEST_F(TcpTargetTest, PostedFlushesAreSentWhenTheWorkQueueIsFull) {
   fill_pattern(local_.data(), kPoolSize, 9);
   for (size_t i = 0; i < 51; ++i)
     ASSERT_FALSE(lanes_[0]->write(DataOp::kFlush, 8192 + i * 64, 64, false));
-  ASSERT_TRUE(pool_->wait_entered(1, 3s)) << "a full queue must go out by itself";
+  ASSERT_TRUE(pool_->persister.wait_entered(1, 3s)) << "a full queue must go out by itself";
   EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 50 * 64));
   ASSERT_FALSE(lanes_[0]->drain());
   EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 51 * 64));
@@ -457,7 +404,7 @@ TEST_F(TcpTargetTest, SeveralLanesInParallelThreads) {
   }
   for (auto &t : threads) t.join();
   EXPECT_EQ(failures, std::vector<int>(4, 0));
-  EXPECT_EQ(pool_->calls().size(), 160u);
+  EXPECT_EQ(pool_->persister.calls().size(), 160u);
 }
 
 TEST_F(TcpTargetTest, ConnectFailsWithWrongSecretWithoutEndingSession) {
@@ -510,7 +457,7 @@ TEST_F(TcpTargetTest, StrangerWithoutHelloIsDroppedAfterHelloTimeout) {
 TEST_F(TcpTargetTest, StopWhileClientWaitsFailsClientWithEconnresetQuickly) {
   start();
   connect_ok(1, 20s);  // the lane's own timeout is far away
-  pool_->hold(true);
+  pool_->persister.hold(true);
   std::error_code result;
   Clock::time_point returned;
   std::atomic<bool> has_returned{false};
@@ -519,12 +466,12 @@ TEST_F(TcpTargetTest, StopWhileClientWaitsFailsClientWithEconnresetQuickly) {
     returned = Clock::now();
     has_returned.store(true);
   });
-  ASSERT_TRUE(pool_->wait_entered(1, 3s));
+  ASSERT_TRUE(pool_->persister.wait_entered(1, 3s));
   const auto t0 = Clock::now();
   std::thread stopper([&] { target_->stop(); });
   // The client must not wait for the held persist: stop() closes the lane.
   for (int i = 0; i < 300 && !has_returned.load(); ++i) std::this_thread::sleep_for(10ms);
-  pool_->hold(false);
+  pool_->persister.hold(false);
   client.join();
   stopper.join();
   EXPECT_EQ(result, errc_of(ECONNRESET));
@@ -546,11 +493,11 @@ TEST_F(TcpTargetTest, IdleLaneFailsWithEconnresetAfterStop) {
 TEST_F(TcpTargetTest, ClientTimesOutWithEconnresetWhenTargetNeverAnswers) {
   start();
   connect_ok(1, 200ms);
-  pool_->hold(true);
+  pool_->persister.hold(true);
   const auto t0 = Clock::now();
   EXPECT_EQ(lanes_[0]->write(DataOp::kPersist, 8192, 64, false), errc_of(ECONNRESET));
   EXPECT_LT(Clock::now() - t0, 3s);
-  pool_->hold(false);
+  pool_->persister.hold(false);
 }
 
 TEST_F(TcpTargetTest, StopIsIdempotent) {
@@ -692,7 +639,7 @@ class TcpTargetRangeTest : public TcpTargetTest {
     ASSERT_TRUE(wait_fatal());
     EXPECT_TRUE(closed_by_target(fd));
     EXPECT_EQ(0, std::memcmp(before.data(), pool_->base(), kPoolSize)) << "pool modified";
-    EXPECT_TRUE(pool_->calls().empty());
+    EXPECT_TRUE(pool_->persister.calls().empty());
   }
 };
 

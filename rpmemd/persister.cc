@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// choose_persister(): the one place where rpmemd tells media apart.
+#include "rpmemd/persister.h"
+
+#include <libpmem.h>
+
+#include <algorithm>
+
+namespace rpmemd {
+
+std::unique_ptr<Persister> choose_persister(uint8_t *base, size_t size,
+                                            const std::vector<MappedPart> &parts) {
+  auto all = [&](auto pred) {
+    return !parts.empty() && std::all_of(parts.begin(), parts.end(), pred);
+  };
+  const bool devdax = all([](const MappedPart &p) { return p.dax_align != 0; });
+  const bool some_devdax =
+      std::any_of(parts.begin(), parts.end(), [](const MappedPart &p) { return p.dax_align != 0; });
+  if (some_devdax && !devdax) return nullptr;
+  if (devdax) return make_devdax_persister(base, parts);
+  if (all([](const MappedPart &p) { return p.map_sync; }) || pmem_is_pmem(base, size) != 0)
+    return make_fsdax_persister(base, size);
+  if (all([](const MappedPart &p) { return p.in_ram; })) return make_ram_persister(base);
+  return make_page_cache_persister(base, size, parts);
+}
+
+}  // namespace rpmemd

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The persister of a pool on Device DAX (every part a /dev/daxN.M): a CPU
+// flush makes stores durable and a deep persist adds each region's deep
+// flush; a device has no page cache, so nothing is msync'ed (a device
+// refuses it). Also zero_device_dax_header() for rpmemd --remove.
+#include "common/error.h"
+#include "common/log.h"
+#include "common/pool_attr.h"
+#include "common/transport/copy_words.h"
+#include "rpmemd/persister.h"
+#include "rpmemd/pool_device_dax.h"
+
+#include <libpmem.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace rpmemd {
+namespace {
+
+constexpr MediumTraits kDevdax{
+    .name = "pmem",
+    .noun = "persistent memory",
+    .description = "persistent memory",
+    .flush = "pmem_persist",
+    .nic_writes = true,
+    .waits_for_device = false,
+    .apm_sound = true,
+};
+
+class DevdaxPersister final : public Persister {
+ public:
+  DevdaxPersister(uint8_t *base, const std::vector<MappedPart> &parts) : base_(base) {
+    for (const MappedPart &p : parts)
+      if (!p.deep_flush.empty() &&
+          std::find(regions_.begin(), regions_.end(), p.deep_flush) == regions_.end())
+        regions_.push_back(p.deep_flush);
+  }
+  const MediumTraits &traits() const noexcept override { return kDevdax; }
+  // libpmem knows nothing of a mapping this daemon made itself and would
+  // msync it for a deep persist. What libpmem does for its own: the stores
+  // made persistent, then each region's deep flush.
+  std::error_code persist(size_t offset, size_t len, bool deep) noexcept override {
+    if (len == 0) return {};
+    pmem_persist(base_ + offset, len);
+    if (!deep) return {};
+    std::error_code first;
+    for (const std::string &region : regions_)
+      if (auto ec = deep_flush_region(region); ec && !first) first = ec;
+    return first;
+  }
+  std::error_code write_durable(size_t offset, const uint8_t *src, size_t len,
+                                bool deep) noexcept override {
+    rpmem::transport::copy_words(base_ + offset, src, len);
+    return persist(offset, len, deep);
+  }
+  std::error_code write_posted(size_t offset, const uint8_t *src, size_t len) noexcept override {
+    rpmem::transport::copy_words(base_ + offset, src, len);
+    return {};
+  }
+  std::error_code persist_mapped(void *addr, size_t len) noexcept override {
+    pmem_persist(addr, len);
+    return {};
+  }
+  std::error_code sync_all() noexcept override { return {}; }
+
+ private:
+  uint8_t *base_;
+  std::vector<std::string> regions_;  // the parts' regions' deep_flush files, each once
+};
+
+}  // namespace
+
+std::unique_ptr<Persister> make_devdax_persister(uint8_t *base,
+                                                 const std::vector<MappedPart> &parts) {
+  return std::make_unique<DevdaxPersister>(base, parts);
+}
+
+std::error_code zero_device_dax_header(const std::string &path) noexcept {
+  auto dax = device_dax(path);
+  if (!dax) return rpmem::errc(EINVAL);
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return rpmem::last_errc();
+  const size_t len = std::max<size_t>(dax->align, rpmem::kPoolHdrSize);
+  void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  std::error_code ec;
+  if (p == MAP_FAILED) {
+    ec = rpmem::last_errc();
+  } else {
+    std::memset(p, 0, rpmem::kPoolHdrSize);
+    pmem_persist(p, rpmem::kPoolHdrSize);
+    ::munmap(p, len);
+  }
+  ::close(fd);
+  if (ec) RPMEM_LOG_ERR("cannot zero the header of '%s': %s", path.c_str(), ec.message().c_str());
+  return ec;
+}
+
+}  // namespace rpmemd

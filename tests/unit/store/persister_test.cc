@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The persisters on the host's media: which one choose_persister() takes for
+// which parts, and what the RAM and page-cache persisters do with real
+// mapped files (fsdax and Device DAX run in the VM suites).
+#include "rpmemd/persister.h"
+
+#include "tests/unit/store/store_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace rpmemd {
+namespace {
+
+using test::TempDir;
+
+constexpr size_t kLen = 64 * 1024;
+
+// One file of kLen bytes mapped shared, as one part of a pool.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string &path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd_ < 0 || ::ftruncate(fd_, kLen) != 0) return;
+    void *p = ::mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (p != MAP_FAILED) base_ = static_cast<uint8_t *>(p);
+    part_.path = path;
+    part_.size = kLen;
+    part_.fd = fd_;
+    part_.map_len = kLen;
+  }
+  ~MappedFile() {
+    if (base_) ::munmap(base_, kLen);
+    if (fd_ >= 0) ::close(fd_);
+  }
+  uint8_t *base() const { return base_; }
+  std::vector<MappedPart> parts() const { return {part_}; }
+  std::vector<uint8_t> read_file(size_t off, size_t n) const {
+    std::vector<uint8_t> b(n);
+    if (::pread(fd_, b.data(), n, static_cast<off_t>(off)) != static_cast<ssize_t>(n)) b.clear();
+    return b;
+  }
+
+ private:
+  int fd_ = -1;
+  uint8_t *base_ = nullptr;
+  MappedPart part_;
+};
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(seed + i * 7);
+  return b;
+}
+
+std::string medium_of(std::vector<MappedPart> parts) {
+  std::vector<uint8_t> mem(kLen);
+  auto p = choose_persister(mem.data(), mem.size(), parts);
+  return p ? p->traits().name : "none";
+}
+
+TEST(ChoosePersister, TakesTheMediumEveryPartIsOn) {
+  MappedPart ram, disk, sync, dax;
+  ram.in_ram = true;
+  sync.map_sync = true;
+  dax.dax_align = 2 << 20;
+  EXPECT_EQ(medium_of({ram, ram}), "ram");
+  EXPECT_EQ(medium_of({disk}), "disk");
+  EXPECT_EQ(medium_of({ram, disk}), "disk") << "a part on a disk makes a pool on a disk";
+  EXPECT_EQ(medium_of({sync, sync}), "pmem");
+  EXPECT_EQ(medium_of({sync, ram}), "disk") << "MAP_SYNC on some parts only";
+  EXPECT_EQ(medium_of({dax, dax}), "pmem");
+  EXPECT_EQ(medium_of({dax, disk}), "none") << "Device DAX and files mixed";
+}
+
+TEST(ChoosePersister, EachMediumStatesItsTraits) {
+  MappedPart ram, disk, sync;
+  ram.in_ram = true;
+  sync.map_sync = true;
+  std::vector<uint8_t> mem(kLen);
+  auto r = choose_persister(mem.data(), kLen, {ram});
+  auto d = choose_persister(mem.data(), kLen, {disk});
+  auto p = choose_persister(mem.data(), kLen, {sync});
+  ASSERT_TRUE(r && d && p);
+  EXPECT_TRUE(r->traits().nic_writes && !r->traits().waits_for_device && !r->traits().apm_sound);
+  EXPECT_TRUE(!d->traits().nic_writes && d->traits().waits_for_device && !d->traits().apm_sound);
+  EXPECT_TRUE(p->traits().nic_writes && !p->traits().waits_for_device && p->traits().apm_sound);
+}
+
+TEST(RamPersister, WritesLandInTheMappingAndPersistWaitsForNothing) {
+  MappedFile f("/dev/shm/rpmem-persister-" + std::to_string(::getpid()));
+  ASSERT_NE(f.base(), nullptr);
+  auto parts = f.parts();
+  parts[0].in_ram = true;
+  auto p = choose_persister(f.base(), kLen, parts);
+  ASSERT_TRUE(p);
+  ASSERT_STREQ(p->traits().name, "ram");
+  const auto a = pattern(1000, 3), b = pattern(77, 9);
+  EXPECT_EQ(p->write_durable(4096, a.data(), a.size(), false), std::error_code{});
+  EXPECT_EQ(p->write_posted(8195, b.data(), b.size()), std::error_code{});
+  EXPECT_EQ(std::memcmp(f.base() + 4096, a.data(), a.size()), 0);
+  EXPECT_EQ(std::memcmp(f.base() + 8195, b.data(), b.size()), 0);
+  EXPECT_EQ(f.read_file(4096, a.size()), a) << "one page cache: the file holds the bytes";
+  EXPECT_EQ(p->persist(0, kLen, true), std::error_code{});
+  EXPECT_EQ(p->sync_all(), std::error_code{});
+  ::unlink(("/dev/shm/rpmem-persister-" + std::to_string(::getpid())).c_str());
+}
+
+TEST(PageCachePersister, WritesGoThroughTheFileAndPersistWritesBack) {
+  TempDir dir;
+  MappedFile f(dir.path() + "/part");
+  ASSERT_NE(f.base(), nullptr);
+  const auto parts = f.parts();  // outlives the persister, as choose_persister() asks
+  auto p = choose_persister(f.base(), kLen, parts);
+  ASSERT_TRUE(p);
+  ASSERT_STREQ(p->traits().name, "disk");
+  const auto a = pattern(5000, 1), b = pattern(300, 2);
+  EXPECT_EQ(p->write_durable(4000, a.data(), a.size(), false), std::error_code{});
+  EXPECT_EQ(p->write_posted(20000, b.data(), b.size()), std::error_code{});
+  EXPECT_EQ(f.read_file(4000, a.size()), a);
+  EXPECT_EQ(f.read_file(20000, b.size()), b);
+  EXPECT_EQ(std::memcmp(f.base() + 4000, a.data(), a.size()), 0) << "the mapping sees the write";
+  std::memset(f.base() + 30000, 0x5a, 100);  // a store through the mapping
+  EXPECT_EQ(p->persist(30000, 100, false), std::error_code{});
+  EXPECT_EQ(p->persist(30000, 100, true), std::error_code{});
+  EXPECT_EQ(p->persist_mapped(f.base(), 4096), std::error_code{});
+  EXPECT_EQ(p->sync_all(), std::error_code{});
+}
+
+TEST(PageCachePersister, FailuresAreEio) {
+  TempDir dir;
+  MappedFile f(dir.path() + "/part");
+  ASSERT_NE(f.base(), nullptr);
+  auto parts = f.parts();
+  const int ro = ::open((dir.path() + "/part").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ro, 0);
+  parts[0].fd = ro;  // the file, not writable through this descriptor
+  auto p = choose_persister(f.base(), kLen, parts);
+  ASSERT_TRUE(p);
+  const auto a = pattern(100, 4);
+  EXPECT_EQ(p->write_durable(8192, a.data(), a.size(), false),
+            std::make_error_code(std::errc::io_error));
+  EXPECT_EQ(p->write_posted(8192, a.data(), a.size()), std::make_error_code(std::errc::io_error));
+  // A range beyond the mapping: msync fails (ENOMEM), the persist is EIO.
+  void *hole = ::mmap(nullptr, 2 * kLen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(hole, MAP_FAILED);
+  ::munmap(hole, 2 * kLen);
+  auto q = choose_persister(static_cast<uint8_t *>(hole), kLen, parts);
+  ASSERT_TRUE(q);
+  EXPECT_EQ(q->persist(0, kLen, false), std::make_error_code(std::errc::io_error));
+  ::close(ro);
+}
+
+}  // namespace
+}  // namespace rpmemd
