@@ -9,6 +9,8 @@
 #include "common/transport/transport.h"
 #include "rpmemd/config.h"
 #include "rpmemd/control_io.h"
+#include "rpmemd/lane_budget.h"
+#include "rpmemd/lane_security.h"
 #include "rpmemd/pool_store.h"
 #include "rpmemd/status.h"
 
@@ -94,12 +96,25 @@ class Session {
                                       SessionEnd &end);
   proto::Status open_or_create(proto::MsgType type, const proto::PoolRequest &req,
                                proto::PoolResponse &resp);
+  // Its steps (session_open.cc).
+  proto::Status check_request(const proto::PoolRequest &req, LaneSecurity &security,
+                              uint32_t &offered, proto::PoolResponse &resp) const;
+  proto::Status open_pool(bool create, const proto::PoolRequest &req, rpmem::PoolAttr &attr);
+  proto::Status check_pool(bool create, const proto::PoolRequest &req, std::string &poolset_path);
+  rpmem::transport::TargetParams target_params(const proto::PoolRequest &req,
+                                               const proto::Secret &secret, unsigned nlanes) const;
+  proto::Status key_lanes(const LaneSecurity &security, rpmem::transport::TargetParams &tp,
+                          proto::PoolResponse &resp) const;
+  proto::Status start_target(uint32_t offered, const rpmem::transport::TargetParams &tp,
+                             proto::TransportKind &kind);
+  void issue_token(const proto::PoolRequest &req, const std::string &poolset_path,
+                   proto::PoolResponse &resp);
+  static void count_reopened() noexcept;
   std::error_code handle_set_attr(const proto::Bytes &payload);
   std::error_code handle_close(const proto::Bytes &payload);
   std::error_code handle_remove(const proto::Bytes &payload);
   void release(bool remove) noexcept;  // stops the lanes, closes the pool
   void arm_idle_timer() noexcept;
-  void log_policy(proto::TransportKind kind) const;
 
   PoolStore &store_;
   ControlStream &io_;
@@ -109,11 +124,10 @@ class Session {
   std::unique_ptr<MappedPool> pool_;
   std::unique_ptr<rpmem::transport::TargetPool> view_;  // the client's range of pool_
   std::unique_ptr<rpmem::transport::Target> target_;
-  long lane_fds_ = 0;
-  long client_lanes_ = 0;    // this session's share of params_.client_lanes
-  int idle_fd_ = -1;         // timerfd: the control channel's silence bound
-  bool keepalives_ = false;  // the client sends them: silence ends the session  // this session's
-                             // share of the process's descriptor budget
+  SessionInBudget in_budget_;  // counted in the process's descriptor budget
+  LaneGrant grant_;            // the open pool's lanes
+  int idle_fd_ = -1;           // timerfd: the control channel's silence bound
+  bool keepalives_ = false;    // the client sends them: silence ends the session
   bool created_ = false;
   std::string pool_set_;    // the name the open pool was created/opened by
   std::string token_path_;  // its pool set file, when it has a session token
