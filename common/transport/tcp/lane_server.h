@@ -66,8 +66,16 @@ class LaneServer {
   // Moves the lane on as far as it can without waiting; `progress` is set
   // when it took or sent anything.
   Step step(Lane &lane, bool &progress);
+  Step send_reply(Lane &lane, bool &progress);
+  Step take_header(Lane &lane, bool &progress);
+  Step take_payload(Lane &lane, bool &progress);  // kMore: the payload is whole
   void complete(Lane &lane);
-  void watch(Lane &lane);  // epoll interest from the lane's state
+  Step ended(Lane &lane, const char *what, std::error_code ec);  // logs why
+  Step refuse(Lane &lane, const char *why);                      // malformed: ends the session
+  // Steps the runnable lanes once (loop()); true when any moved.
+  bool serve_runnable(Lane *&hot, std::vector<Lane *> &again);
+  bool wait_events(int timeout);  // epoll; false when the server cannot go on
+  void watch(Lane &lane);         // epoll interest from the lane's state
   void drop(Lane &lane);
   void wake() noexcept;
 

@@ -29,6 +29,7 @@
 #include "common/transport/target_state.h"
 #include "common/transport/transport.h"
 #include "common/transport/verbs/verbs_rdma.h"
+#include "common/transport/verbs/verbs_wire.h"
 
 #include <sys/mman.h>
 
@@ -63,6 +64,7 @@ class VerbsTarget final : public Target {
   void accept_loop();
   void on_connect_request(rdma_cm_id *id, const std::vector<uint8_t> &private_data);
   void lane_loop(Lane &lane);
+  bool sleep(Lane &lane, bool &armed);  // on the lane's channels; false: it ended
   // Serves one received message; false ends the lane.
   bool serve(Lane &lane, uint32_t byte_len);
   // Bounded path: copies what the lane wrote into its window for `n` pool
@@ -70,6 +72,9 @@ class VerbsTarget final : public Target {
   // window's start, into the pool and makes them durable; false: the ranges
   // do not fit the window or the pool (logged, the session ends).
   bool drain_window(Lane &lane, const uint8_t *ranges, uint64_t n, std::error_code &status);
+  // The direct path or the bounded one, with what the client needs to know
+  // of it in `info`.
+  void land(ProviderInfo &info);
   // Direct path: `why` names how the pool cannot be registered (empty: it
   // was, into pool_mr_).
   void register_pool(std::string &why);
