@@ -6,6 +6,7 @@
 #include "common/transport/spin_gauge.h"
 #include "common/transport/tcp/byte_stream.h"
 #include "common/transport/tcp/lane_server.h"
+#include "common/transport/tcp/peer_address.h"
 #include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/socket_io.h"
 #include "common/transport/tcp/tls_stream.h"
@@ -42,49 +43,6 @@ constexpr size_t kMaxPendingHellos = 64;
 constexpr int kMaxEvents = 64;
 // Lane threads of a pool whose persists wait for a disk (at most one per lane).
 constexpr unsigned kDiskThreads = 16;
-
-// The address of a peer as text, an IPv4-mapped IPv6 address as IPv4.
-std::string numeric_address(const sockaddr_storage &ss) {
-  char buf[INET6_ADDRSTRLEN] = "?";
-  if (ss.ss_family == AF_INET) {
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in &>(ss).sin_addr, buf, sizeof(buf));
-  } else if (ss.ss_family == AF_INET6) {
-    const auto &a6 = reinterpret_cast<const sockaddr_in6 &>(ss).sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(&a6))
-      ::inet_ntop(AF_INET, a6.s6_addr + 12, buf, sizeof(buf));
-    else
-      ::inet_ntop(AF_INET6, &a6, buf, sizeof(buf));
-  }
-  return buf;
-}
-
-uint16_t port_of(const sockaddr_storage &ss) {
-  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in &>(ss).sin_port);
-  if (ss.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6 &>(ss).sin6_port);
-  return 0;
-}
-
-// params.peer_address in the form numeric_address() gives.
-std::string normalized(const std::string &address) {
-  if (address.empty()) return address;
-  sockaddr_storage ss{};
-  std::string bare = address;
-  if (bare.size() > 2 && bare.front() == '[' && bare.back() == ']')
-    bare = bare.substr(1, bare.size() - 2);
-  if (::inet_pton(AF_INET, bare.c_str(), &reinterpret_cast<sockaddr_in &>(ss).sin_addr) == 1) {
-    ss.ss_family = AF_INET;
-  } else if (::inet_pton(AF_INET6, bare.c_str(), &reinterpret_cast<sockaddr_in6 &>(ss).sin6_addr) ==
-             1) {
-    ss.ss_family = AF_INET6;
-  } else {
-    return address;
-  }
-  return numeric_address(ss);
-}
-
-}  // namespace
-
-namespace {
 
 // Every certificate chain passes: a lane's certificate must be the very
 // one the control channel's client presented (checked after the handshake),
