@@ -90,12 +90,14 @@ void update_checksum(PoolHdr &hdr) noexcept { hdr.checksum = compute_checksum(hd
 
 bool checksum_valid(const PoolHdr &hdr) noexcept { return hdr.checksum == compute_checksum(hdr); }
 
-bool is_zero(const PoolHdr &hdr) noexcept {
-  const auto *p = reinterpret_cast<const unsigned char *>(&hdr);
-  for (size_t i = 0; i < sizeof(hdr); ++i)
-    if (p[i]) return false;
+bool is_zero_bytes(const void *p, size_t n) noexcept {
+  const auto *b = static_cast<const unsigned char *>(p);
+  for (size_t i = 0; i < n; ++i)
+    if (b[i]) return false;
   return true;
 }
+
+bool is_zero(const PoolHdr &hdr) noexcept { return is_zero_bytes(&hdr, sizeof(hdr)); }
 
 rpmem::PoolAttr attr_from_hdr(const PoolHdr &hdr) noexcept {
   rpmem::PoolAttr a;

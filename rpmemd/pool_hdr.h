@@ -95,6 +95,8 @@ bool checksum_valid(const PoolHdr &hdr) noexcept;
 
 // True when every byte of the header is zero.
 bool is_zero(const PoolHdr &hdr) noexcept;
+// True when the n bytes at p are all zero.
+bool is_zero_bytes(const void *p, size_t n) noexcept;
 
 // Header -> attributes (util_get_rpmem_attr): uuid is this part's uuid,
 // next/prev_uuid are the replica links, user_flags the raw arch_flags.
