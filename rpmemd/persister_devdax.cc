@@ -6,8 +6,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/pool_attr.h"
-#include "common/transport/copy_words.h"
-#include "rpmemd/persister.h"
+#include "rpmemd/persister_fsdax.h"
 #include "rpmemd/pool_device_dax.h"
 
 #include <libpmem.h>
@@ -22,25 +21,17 @@
 namespace rpmemd {
 namespace {
 
-constexpr MediumTraits kDevdax{
-    .name = "pmem",
-    .noun = "persistent memory",
-    .description = "persistent memory",
-    .flush = "pmem_persist",
-    .nic_writes = true,
-    .waits_for_device = false,
-    .apm_sound = true,
-};
-
-class DevdaxPersister final : public Persister {
+class DevdaxPersister final : public FsdaxPersister {
  public:
-  DevdaxPersister(uint8_t *base, const std::vector<MappedPart> &parts) : base_(base) {
+  DevdaxPersister(uint8_t *base, const std::vector<MappedPart> &parts) : FsdaxPersister(base, 0) {
     for (const MappedPart &p : parts)
       if (!p.deep_flush.empty() &&
           std::find(regions_.begin(), regions_.end(), p.deep_flush) == regions_.end())
         regions_.push_back(p.deep_flush);
   }
-  const MediumTraits &traits() const noexcept override { return kDevdax; }
+  // traits(), writes and a mapped page's persist: persistent memory's, as
+  // FsdaxPersister's.
+
   // libpmem knows nothing of a mapping this daemon made itself and would
   // msync it for a deep persist. What libpmem does for its own: the stores
   // made persistent, then each region's deep flush.
@@ -53,23 +44,9 @@ class DevdaxPersister final : public Persister {
       if (auto ec = deep_flush_region(region); ec && !first) first = ec;
     return first;
   }
-  std::error_code write_durable(size_t offset, const uint8_t *src, size_t len,
-                                bool deep) noexcept override {
-    rpmem::transport::copy_words(base_ + offset, src, len);
-    return persist(offset, len, deep);
-  }
-  std::error_code write_posted(size_t offset, const uint8_t *src, size_t len) noexcept override {
-    rpmem::transport::copy_words(base_ + offset, src, len);
-    return {};
-  }
-  std::error_code persist_mapped(void *addr, size_t len) noexcept override {
-    pmem_persist(addr, len);
-    return {};
-  }
   std::error_code sync_all() noexcept override { return {}; }
 
  private:
-  uint8_t *base_;
   std::vector<std::string> regions_;  // the parts' regions' deep_flush files, each once
 };
 

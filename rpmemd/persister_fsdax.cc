@@ -3,10 +3,11 @@
 // DAX (every part mapped with MAP_SYNC, or pmem_is_pmem(), which
 // PMEM_IS_PMEM_FORCE sets): a CPU flush makes stores durable, a NIC may
 // write into the pool, and APM is sound.
+#include "rpmemd/persister_fsdax.h"
+
 #include "common/error.h"
 #include "common/log.h"
 #include "common/transport/copy_words.h"
-#include "rpmemd/persister.h"
 
 #include <libpmem.h>
 
@@ -15,56 +16,46 @@
 namespace rpmemd {
 namespace {
 
+// name, noun, description, GPSPM's flush, NIC writes, waits for a device, APM sound
 constexpr MediumTraits kFsdax{
-    .name = "pmem",
-    .noun = "persistent memory",
-    .description = "persistent memory",
-    .flush = "pmem_persist",
-    .nic_writes = true,
-    .waits_for_device = false,
-    .apm_sound = true,
-};
-
-class FsdaxPersister final : public Persister {
- public:
-  FsdaxPersister(uint8_t *base, size_t size) : base_(base), size_(size) {}
-  const MediumTraits &traits() const noexcept override { return kFsdax; }
-  std::error_code persist(size_t offset, size_t len, bool deep) noexcept override {
-    if (len == 0) return {};
-    if (!deep) {
-      pmem_persist(base_ + offset, len);
-      return {};
-    }
-    return pmem_deep_persist(base_ + offset, len) == 0 ? std::error_code{} : rpmem::errc(EIO);
-  }
-  std::error_code write_durable(size_t offset, const uint8_t *src, size_t len,
-                                bool deep) noexcept override {
-    rpmem::transport::copy_words(base_ + offset, src, len);
-    return persist(offset, len, deep);
-  }
-  std::error_code write_posted(size_t offset, const uint8_t *src, size_t len) noexcept override {
-    rpmem::transport::copy_words(base_ + offset, src, len);
-    return {};
-  }
-  std::error_code persist_mapped(void *addr, size_t len) noexcept override {
-    pmem_persist(addr, len);
-    return {};
-  }
-  // Through the file system: what a pool forced to count as pmem on a disk
-  // needs, and the file system's own metadata.
-  std::error_code sync_all() noexcept override {
-    if (::msync(base_, size_, MS_SYNC) == 0) return {};
-    auto ec = rpmem::last_errc();
-    RPMEM_LOG_ERR("msync of the pool on close failed: %s", ec.message().c_str());
-    return ec;
-  }
-
- private:
-  uint8_t *base_;
-  size_t size_;
-};
+    "pmem", "persistent memory", "persistent memory", "pmem_persist", true, false, true};
 
 }  // namespace
+
+const MediumTraits &FsdaxPersister::traits() const noexcept { return kFsdax; }
+
+std::error_code FsdaxPersister::persist(size_t offset, size_t len, bool deep) noexcept {
+  if (len == 0) return {};
+  if (!deep) {
+    pmem_persist(base_ + offset, len);
+    return {};
+  }
+  return pmem_deep_persist(base_ + offset, len) == 0 ? std::error_code{} : rpmem::errc(EIO);
+}
+
+std::error_code FsdaxPersister::write_durable(size_t offset, const uint8_t *src, size_t len,
+                                              bool deep) noexcept {
+  rpmem::transport::copy_words(base_ + offset, src, len);
+  return persist(offset, len, deep);
+}
+
+std::error_code FsdaxPersister::write_posted(size_t offset, const uint8_t *src,
+                                             size_t len) noexcept {
+  rpmem::transport::copy_words(base_ + offset, src, len);
+  return {};
+}
+
+std::error_code FsdaxPersister::persist_mapped(void *addr, size_t len) noexcept {
+  pmem_persist(addr, len);
+  return {};
+}
+
+std::error_code FsdaxPersister::sync_all() noexcept {
+  if (::msync(base_, size_, MS_SYNC) == 0) return {};
+  auto ec = rpmem::last_errc();
+  RPMEM_LOG_ERR("msync of the pool on close failed: %s", ec.message().c_str());
+  return ec;
+}
 
 std::unique_ptr<Persister> make_fsdax_persister(uint8_t *base, size_t size) {
   return std::make_unique<FsdaxPersister>(base, size);
