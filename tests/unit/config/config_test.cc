@@ -498,7 +498,8 @@ TEST_F(ConfigTest, LaneGrantPeerTimeoutAndServiceCaps) {
   EXPECT_EQ(c.max_lanes_per_client, 10u);
   EXPECT_EQ(parse({"--max-lanes-per-client", "11"}).max_lanes_per_client, 11u);
   EXPECT_EQ(parse({"--max-lanes", "3", "--peer-timeout", "10"}).max_lanes, 3u);
-  // A bound below the client's keepalive period would end healthy sessions.
+  // Below 10 s, a keepalive or two lost or late (librpmem sends one every 3 s)
+  // would end a healthy session.
   for (const char *bad :
        {"max-lanes = 0", "max-lanes = 1025", "peer-timeout = 9", "peer-timeout = -1",
         "max-sessions = 0", "max-handshakes = many", "max-lanes-per-client = 0"})
@@ -534,6 +535,97 @@ TEST_F(ConfigTest, DataTlsModes) {
   EXPECT_EQ(parse({"--data-tls", "require"}).data_tls, DataTls::kRequire);
   for (const char *bad : {"data-tls = 1", "data-tls = Yes", "data-tls = required"})
     EXPECT_EQ(text_error(bad).code().value(), EINVAL) << bad;
+}
+
+TEST_F(ConfigTest, DataSealTakesYesOrNoEvenOnTheCommandLine) {
+  EXPECT_TRUE(parse({}).data_seal);
+  EXPECT_FALSE(parse_text("data-seal = no\n").data_seal);
+  EXPECT_FALSE(parse({"--data-seal", "no"}).data_seal);
+  EXPECT_TRUE(parse({"--data-seal=yes"}).data_seal);
+  EXPECT_EQ(parse_error({"--data-seal"}).code().value(), EINVAL);
+  EXPECT_THAT(parse_error({"--data-seal", "on"}).what(),
+              StartsWith("invalid value for --data-seal: 'on'"));
+}
+
+TEST_F(ConfigTest, VerbsLandingAutoOrWindows) {
+  EXPECT_FALSE(parse({}).verbs_windows_always);
+  EXPECT_TRUE(parse_text("verbs-landing = windows\n").verbs_windows_always);
+  EXPECT_FALSE(parse_text("verbs-landing = windows\nverbs-landing = auto\n").verbs_windows_always);
+  EXPECT_TRUE(parse({"--verbs-landing", "windows"}).verbs_windows_always);
+  EXPECT_EQ(text_error("verbs-landing = Windows").code().value(), EINVAL);
+}
+
+TEST_F(ConfigTest, StatusSocketIsAnAbsolutePathOrNone) {
+  Config d = parse({});
+  EXPECT_FALSE(d.status_socket_set);
+  EXPECT_EQ(d.status_socket, "");
+  Config none = parse_text("status-socket = none\n");
+  EXPECT_TRUE(none.status_socket_set);
+  EXPECT_EQ(none.status_socket, "");
+  Config path = parse({"--status-socket", "/run/x.sock"});
+  EXPECT_TRUE(path.status_socket_set);
+  EXPECT_EQ(path.status_socket, "/run/x.sock");
+  EXPECT_EQ(text_error("status-socket = run/x.sock").code().value(), EINVAL);
+  EXPECT_THAT(parse_error({"--status-socket", "x"}).what(),
+              StartsWith("invalid value for --status-socket: 'x'"));
+}
+
+TEST_F(ConfigTest, ServiceKeysFromFileAndCommandLine) {
+  Config d = parse({});
+  EXPECT_FALSE(d.service);
+  EXPECT_EQ(d.service_listen, "0.0.0.0:7636");
+  EXPECT_EQ(d.status_group, "");
+  EXPECT_EQ(d.metrics_listen, "");
+  EXPECT_FALSE(d.metrics_public);
+  Config f = parse_text(
+      "service = yes\nservice-listen = [::]:7000\ntls-ca = /a\ntls-cert = /b\ntls-key = /c\n"
+      "status-group = g\nmetrics-listen = 127.0.0.1:9\nmetrics-public = yes\n");
+  EXPECT_TRUE(f.service);
+  EXPECT_EQ(f.service_listen, "[::]:7000");
+  EXPECT_EQ(f.tls_ca, "/a");
+  EXPECT_EQ(f.tls_cert, "/b");
+  EXPECT_EQ(f.tls_key, "/c");
+  EXPECT_EQ(f.status_group, "g");
+  EXPECT_EQ(f.metrics_listen, "127.0.0.1:9");
+  EXPECT_TRUE(f.metrics_public);
+  Config c = parse({"--service", "--metrics-public", "--service-listen", "h:1"});
+  EXPECT_TRUE(c.service);
+  EXPECT_TRUE(c.metrics_public);
+  EXPECT_EQ(c.service_listen, "h:1");
+  EXPECT_EQ(parse_error({"--service=yes"}).code().value(), EINVAL);
+  EXPECT_EQ(text_error("service = on").code().value(), EINVAL);
+}
+
+// Options of the command line only are no keys of the files.
+TEST_F(ConfigTest, CommandLineOnlyOptionsAreNoFileKeys) {
+  for (const char *line : {"config = /x", "remove = p.set", "force = yes", "pool-set = yes",
+                           "help = yes", "version = yes"}) {
+    EXPECT_THAT(text_error(line).what(), StartsWith("Invalid config file line at test.conf:1"))
+        << line;
+  }
+}
+
+// A Config made without parsing (as the service's tests make one) starts
+// with the same defaults, but for poolset_dir.
+TEST_F(ConfigTest, DefaultConstructedConfigHasTheDefaults) {
+  Config made;
+  Config parsed = parse({});
+  EXPECT_EQ(made.poolset_dir, "");
+  made.poolset_dir = parsed.poolset_dir;
+  EXPECT_EQ(made.log_file, parsed.log_file);
+  EXPECT_EQ(made.use_syslog, parsed.use_syslog);
+  EXPECT_EQ(made.persist_general, parsed.persist_general);
+  EXPECT_EQ(made.log_level, parsed.log_level);
+  EXPECT_EQ(made.max_lanes, parsed.max_lanes);
+  EXPECT_EQ(made.verbs_window, parsed.verbs_window);
+  EXPECT_EQ(made.peer_timeout, parsed.peer_timeout);
+  EXPECT_EQ(made.data_tls, parsed.data_tls);
+  EXPECT_EQ(made.data_seal, parsed.data_seal);
+  EXPECT_EQ(made.service_listen, parsed.service_listen);
+  EXPECT_EQ(made.max_lanes_per_client, parsed.max_lanes_per_client);
+  EXPECT_EQ(made.handshake_timeout, parsed.handshake_timeout);
+  EXPECT_TRUE(made.use_syslog);  // log-file's default does not turn it off
+  EXPECT_EQ(made.log_file, "/var/log/rpmemd.log");
 }
 
 TEST_F(ConfigTest, ReplaceHome) {
