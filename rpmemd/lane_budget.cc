@@ -16,14 +16,14 @@ constexpr long kSessionFds = 16;
 std::atomic<long> g_sessions{0};
 std::atomic<long> g_lane_fds{0};  // granted to live sessions
 
-// Lanes that fit in the budget now, at most kMaxLanes.
+// Lanes that fit in the budget now, at most kMaxLanesLimit.
 unsigned lanes_fd_budget(unsigned fds_per_lane) {
   rlimit rl{};
-  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return kMaxLanes;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return kMaxLanesLimit;
   const long left = static_cast<long>(rl.rlim_cur) - kBaseFds - kSessionFds * g_sessions.load() -
                     g_lane_fds.load();
   const long budget = left / static_cast<long>(fds_per_lane);
-  return budget < 1 ? 0 : static_cast<unsigned>(std::min<long>(budget, kMaxLanes));
+  return budget < 1 ? 0 : static_cast<unsigned>(std::min<long>(budget, kMaxLanesLimit));
 }
 
 }  // namespace
@@ -35,7 +35,8 @@ unsigned LaneGrant::take(unsigned asked, unsigned max_lanes, unsigned fds_per_la
                          std::shared_ptr<std::atomic<long>> client, unsigned max_client,
                          std::string &why) {
   release();
-  unsigned n = std::min({asked, std::min(max_lanes, kMaxLanes), lanes_fd_budget(fds_per_lane)});
+  unsigned n =
+      std::min({asked, std::min(max_lanes, kMaxLanesLimit), lanes_fd_budget(fds_per_lane)});
   if (n == 0) {
     why = "no file descriptors left for lanes (RLIMIT_NOFILE, shared by all sessions)";
     return 0;

@@ -6,14 +6,13 @@
 #ifndef RPMEMD_LANE_BUDGET_H
 #define RPMEMD_LANE_BUDGET_H
 
+#include "rpmemd/config.h"
+
 #include <atomic>
 #include <memory>
 #include <string>
 
 namespace rpmemd {
-
-// The most lanes a session is ever granted.
-inline constexpr unsigned kMaxLanes = 1024;
 
 // A session counted in the descriptor budget while it lives: it keeps some
 // descriptors for itself (control, data listener, lane servers, pool files).
@@ -33,7 +32,7 @@ class LaneGrant {
   LaneGrant(const LaneGrant &) = delete;
   LaneGrant &operator=(const LaneGrant &) = delete;
 
-  // Takes min(asked, max_lanes, kMaxLanes, what the descriptors leave) lanes
+  // Takes min(asked, max_lanes, kMaxLanesLimit, what the descriptors leave) lanes
   // of fds_per_lane descriptors each (a tcp lane one, a verbs lane two: its
   // queue pair's event channel too), then what `client` (null: no such cap)
   // leaves under max_client. 0, and `why` for the log, when none is left.
