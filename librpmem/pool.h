@@ -75,6 +75,10 @@ class Pool {
   // Argument and state checks shared by the data-path calls.
   int check(size_t offset, size_t length, unsigned lane, bool guard_header) noexcept;
   int lane_result(std::error_code ec, const char *op, unsigned lane) noexcept;
+  // persist and flush: `op` of [offset, +length) on `lane`, called `name`
+  // in the messages.
+  int write_range(transport::DataOp op, const char *name, size_t offset, size_t length,
+                  unsigned lane, unsigned flags) noexcept;
   // The target is lost for good: every lane fails now, every later call at
   // once; `why` names the cause (the first one stays).
   void lose(const std::string &why) noexcept;

@@ -49,15 +49,19 @@ int Pool::lane_result(std::error_code ec, const char *op, unsigned lane) noexcep
   return err;
 }
 
-int Pool::persist(size_t offset, size_t length, unsigned lane, unsigned flags) noexcept {
+int Pool::write_range(transport::DataOp op, const char *name, size_t offset, size_t length,
+                      unsigned lane, unsigned flags) noexcept {
   if (flags & ~1u) {
     set_errormsg("invalid flags (0x%x)", flags);
     return EINVAL;
   }
   if (int err = check(offset, length, lane, true)) return err;
   if (length == 0) return 0;
-  return lane_result(lanes_[lane]->write(transport::DataOp::kPersist, offset, length, flags != 0),
-                     "persist", lane);
+  return lane_result(lanes_[lane]->write(op, offset, length, flags != 0), name, lane);
+}
+
+int Pool::persist(size_t offset, size_t length, unsigned lane, unsigned flags) noexcept {
+  return write_range(transport::DataOp::kPersist, "persist", offset, length, lane, flags);
 }
 
 // PMDK's deep_persist and read had one text for every failure after the
@@ -75,14 +79,7 @@ int Pool::deep_persist(size_t offset, size_t length, unsigned lane) noexcept {
 }
 
 int Pool::flush(size_t offset, size_t length, unsigned lane, unsigned flags) noexcept {
-  if (flags & ~1u) {
-    set_errormsg("invalid flags (0x%x)", flags);
-    return EINVAL;
-  }
-  if (int err = check(offset, length, lane, true)) return err;
-  if (length == 0) return 0;
-  return lane_result(lanes_[lane]->write(transport::DataOp::kFlush, offset, length, flags != 0),
-                     "flush", lane);
+  return write_range(transport::DataOp::kFlush, "flush", offset, length, lane, flags);
 }
 
 int Pool::drain(unsigned lane, unsigned flags) noexcept {
