@@ -30,6 +30,8 @@
 
 namespace rpmem {
 
+struct ReopenTry;  // pool_reopen.cc
+
 struct PoolArgs {
   std::string target;
   std::string pool_set;
@@ -66,9 +68,17 @@ class Pool {
   Pool(Settings settings, std::unique_ptr<ControlChannel> channel, const uint8_t *base,
        size_t size);
 
+  // Remembers what reopening the pool on a restarted service takes.
+  void keep_for_reopen(const TargetAddress &target, const proto::PoolRequest &req,
+                       const proto::PoolResponse &resp, const PoolAttr &attr,
+                       std::shared_ptr<transport::LaneRoute> route);
   // Argument and state checks shared by the data-path calls.
   int check(size_t offset, size_t length, unsigned lane, bool guard_header) noexcept;
   int lane_result(std::error_code ec, const char *op, unsigned lane) noexcept;
+  // persist and flush: `op` of [offset, +length) on `lane`, called `name`
+  // in the messages.
+  int write_range(transport::DataOp op, const char *name, size_t offset, size_t length,
+                  unsigned lane, unsigned flags) noexcept;
   // The target is lost for good: every lane fails now, every later call at
   // once; `why` names the cause (the first one stays).
   void lose(const std::string &why) noexcept;
@@ -89,6 +99,9 @@ class Pool {
   // that cannot be (the pool is lost then) or close() stopped it;
   // `hangup` becomes the new channel's.
   bool reopen(int &hangup) noexcept;
+  // Puts a reopened session in this one's place; false with `why` when the
+  // pool it opened is not this one, or not served the same way.
+  bool take_reopened(ReopenTry &t, int &hangup, std::string &why);
   bool stop_requested() const noexcept;
 
   Settings settings_;

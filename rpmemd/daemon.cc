@@ -58,31 +58,41 @@ void log_configuration(const Config &config) {
   RPMEM_LOG_DEBUG("\tlog level: %s", rpmem::log::level_name(config.log_level));
 }
 
-}  // namespace
-
-int Daemon::run() {
+// The log where the config sends it: syslog, stderr ("-") or a file.
+void open_log(const Config &config) {
   namespace log = rpmem::log;
-  if (config_.use_syslog) {
-    log::configure(config_.log_level, log::Sink::kSyslog, {}, "rpmemd");
-  } else if (config_.log_file == "-") {  // stderr: the journal under systemd
-    log::configure(config_.log_level, log::Sink::kStderr, {}, "rpmemd");
-  } else if (!log::configure(config_.log_level, log::Sink::kFile, config_.log_file, "rpmemd",
+  if (config.use_syslog) {
+    log::configure(config.log_level, log::Sink::kSyslog, {}, "rpmemd");
+  } else if (config.log_file == "-") {  // stderr: the journal under systemd
+    log::configure(config.log_level, log::Sink::kStderr, {}, "rpmemd");
+  } else if (!log::configure(config.log_level, log::Sink::kFile, config.log_file, "rpmemd",
                              log::Prefix::kBare)) {
     const int err = errno;
     throw SetupError(err,
-                     "cannot open log file -- '" + config_.log_file + "': " + std::strerror(err));
+                     "cannot open log file -- '" + config.log_file + "': " + std::strerror(err));
   }
-  RPMEM_LOG_INFO("%s", version_text().c_str());
-  if (!is_absolute_dir(config_.poolset_dir))
+}
+
+// The pool set directory is an absolute path to a directory we can open.
+void check_poolset_dir(const Config &config) {
+  if (!is_absolute_dir(config.poolset_dir))
     throw SetupError(EINVAL,
-                     "root directory is not an absolute path -- '" + config_.poolset_dir + "'");
-  int dir = ::open(config_.poolset_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                     "root directory is not an absolute path -- '" + config.poolset_dir + "'");
+  int dir = ::open(config.poolset_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir < 0) {
     const int err = errno;
-    throw SetupError(err, "cannot open pool set directory -- '" + config_.poolset_dir +
+    throw SetupError(err, "cannot open pool set directory -- '" + config.poolset_dir +
                               "': " + std::strerror(err));
   }
   ::close(dir);
+}
+
+}  // namespace
+
+int Daemon::run() {
+  open_log(config_);
+  RPMEM_LOG_INFO("%s", version_text().c_str());
+  check_poolset_dir(config_);
 
   if (config_.service && !config_.remove) {
     log_configuration(config_);

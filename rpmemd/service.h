@@ -10,6 +10,7 @@
 #define RPMEMD_SERVICE_H
 
 #include "common/refusal_log.h"
+#include "common/transport/tcp/spare_descriptor.h"
 #include "rpmemd/admission.h"
 #include "rpmemd/config.h"
 #include "rpmemd/status.h"
@@ -51,7 +52,6 @@ class Service {
   class Loop {
    public:
     Loop(Service &service, ServerTls &tls, int listen_fd, int signal_fd, int hangup_fd);
-    ~Loop();
     void run();  // until a signal, then every session has ended
 
    private:
@@ -67,7 +67,8 @@ class Service {
     void forget(const std::shared_ptr<Conn> &c);
     void drop(Admission::Id id);                          // closes a handshake to make room
     void serve(const std::shared_ptr<Conn> &c) noexcept;  // a session's thread
-    // Once a second: the sessions' rates, systemd's STATUS= and watchdog.
+    // Once a second: the sessions' rates, systemd's STATUS= and watchdog
+    // (service_status.cc, with snapshot()).
     void tick();
     // What the status channel tells; without `detailed`, only the caps of
     // the connections and sessions and the refusals (for STATUS=).
@@ -81,7 +82,7 @@ class Service {
     boost::asio::posix::stream_descriptor signals_;
     boost::asio::posix::stream_descriptor hangups_;
     boost::asio::steady_timer backoff_;
-    int spare_fd_ = -1;
+    rpmem::transport::tcp::SpareDescriptor spare_;  // shed a connection when out of descriptors
     bool stopping_ = false;
     // The loop's own: its connections (handshakes and sessions), and the
     // caps' counts and decisions on them.

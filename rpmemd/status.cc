@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// The service's status: per-session records, the snapshot, and its text, JSON and metrics forms.
 #include "rpmemd/status.h"
 
 #include "common/json_escape.h"

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// StatusServer: the status channel's Unix socket and metrics listener, on the event loop.
 #include "rpmemd/status_server.h"
 
 #include "common/error.h"

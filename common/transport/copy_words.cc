@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// copy_words: the word-atomic copy both targets use for atomic (not relaxed) writes.
 #include "common/transport/copy_words.h"
 
 #if defined(__x86_64__)

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// LaneAdmission and secrets_equal: which lane connections a target admits.
 #include "common/transport/lane_admission.h"
 
 namespace rpmem::transport {

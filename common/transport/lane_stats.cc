@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// LaneTotals, LaneCounters, TargetCounters: what a target's lanes did, for status.
 #include "common/transport/lane_stats.h"
 
 #include <algorithm>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// SpinGauge, SpinSlots, WaitSpin: whether, and how long, a data-path wait spins first.
 #include "common/transport/spin_gauge.h"
 
 #include <sched.h>

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// TargetState: a provider target's stop flag, wake-up descriptor and fatal report.
 #include "common/transport/target_state.h"
 
 #include "common/error.h"

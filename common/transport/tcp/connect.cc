@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
+// connect_racing: a TCP connect that a dropped SYN does not hold up for a second.
 #include "common/transport/tcp/connect.h"
 
 #include <boost/asio/connect.hpp>
