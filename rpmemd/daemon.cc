@@ -119,7 +119,7 @@ int Daemon::run() {
 
   const char *ssh_conn = std::getenv("SSH_CONNECTION");
   SessionParams params = session_params(config_);
-  params.listen_address = listen_address_from_ssh(ssh_conn);
+  params.target.listen_address = listen_address_from_ssh(ssh_conn);
   // peer_address stays empty: lanes may come from another address than the
   // ssh connection (a jump host, a multihomed client), and in ssh mode the
   // session secret alone binds them.
@@ -128,7 +128,7 @@ int Daemon::run() {
   RPMEM_LOG_NOTICE("ssh connection: %s", str_or_null(ssh_conn));
   RPMEM_LOG_NOTICE("user: %s", str_or_null(std::getenv("USER")));
   log_configuration(config_);
-  if (params.listen_address.empty())
+  if (params.target.listen_address.empty())
     RPMEM_LOG_WARN("SSH_CONNECTION not set: lanes are accepted on every address");
   ControlIo io(STDIN_FILENO, STDOUT_FILENO);
   Session session(store, io, params, sfd);

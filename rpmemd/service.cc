@@ -267,8 +267,8 @@ void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
     if (control.write_all(proto::encode(hello))) return;
     PoolStore store(config_.poolset_dir + "/" + c.name);
     SessionParams params = session_params(config_);
-    params.listen_address = c.local;
-    params.peer_address = c.peer;
+    params.target.listen_address = c.local;
+    params.target.peer_address = c.peer;
     params.client_lanes = c.client_lanes;
     params.max_client_lanes = config_.max_lanes_per_client;
     params.status = c.status;

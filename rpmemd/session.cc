@@ -5,10 +5,10 @@
 #include "common/log.h"
 #include "rpmemd/session_log.h"
 #include "rpmemd/session_tokens.h"
+#include "rpmemd/signal_fd.h"
 
 #include <signal.h>
 #include <sys/eventfd.h>
-#include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -37,13 +37,13 @@ SessionParams session_params(const Config &config) {
   SessionParams p;
   p.transports = rpmem::transport::available_transports();
   p.persist_apm = config.persist_apm;
-  p.nthreads = config.nthreads;
   p.max_lanes = config.max_lanes;
-  p.verbs_window = config.verbs_window;
-  p.verbs_windows_always = config.verbs_windows_always;
-  p.peer_timeout = config.peer_timeout;
   p.data_tls = config.data_tls;
   p.data_seal = config.data_seal;
+  p.target.nthreads = config.nthreads;
+  p.target.verbs_window = config.verbs_window;
+  p.target.verbs_windows_always = config.verbs_windows_always;
+  p.target.peer_timeout = config.peer_timeout;
   return p;
 }
 
@@ -52,7 +52,7 @@ Session::Session(PoolStore &store, ControlStream &io, SessionParams params, int 
   fatal_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (signal_fd_ >= 0) io_.add_wake_fd(signal_fd_);
   if (fatal_fd_ >= 0) io_.add_wake_fd(fatal_fd_);
-  if (params_.peer_timeout.count() > 0) {
+  if (params_.target.peer_timeout.count() > 0) {
     idle_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
     if (idle_fd_ >= 0) io_.add_wake_fd(idle_fd_);
   }
@@ -62,7 +62,7 @@ Session::Session(PoolStore &store, ControlStream &io, SessionParams params, int 
 // control channel has been silent for peer_timeout.
 void Session::arm_idle_timer() noexcept {
   if (idle_fd_ < 0) return;
-  const auto ms = params_.peer_timeout.count();
+  const auto ms = params_.target.peer_timeout.count();
   itimerspec its{};
   its.it_value.tv_sec = static_cast<time_t>(ms / 1000);
   its.it_value.tv_nsec = static_cast<long>(ms % 1000) * 1000000;
@@ -224,7 +224,7 @@ SessionEnd Session::run() noexcept try {
       }
       if (woken == idle_fd_) {
         RPMEM_LOG_NOTICE("client silent for %lld ms (its keepalives stopped): ending the session",
-                         static_cast<long long>(params_.peer_timeout.count()));
+                         static_cast<long long>(params_.target.peer_timeout.count()));
         release(false);
         return SessionEnd::kDisconnected;
       }
@@ -245,7 +245,7 @@ SessionEnd Session::run() noexcept try {
     if (hdr.type == MsgType::kKeepalive && !keepalives_) {
       keepalives_ = true;
       RPMEM_LOG_DEBUG("the client sends keepalives: %lld ms of silence end the session",
-                      static_cast<long long>(params_.peer_timeout.count()));
+                      static_cast<long long>(params_.target.peer_timeout.count()));
     }
     if (keepalives_) arm_idle_timer();
     SessionEnd end = SessionEnd::kClosed;
@@ -287,14 +287,7 @@ SessionEnd Session::run() noexcept try {
   return SessionEnd::kFatal;
 }
 
-int termination_signal_fd() noexcept {
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
-  return ::signalfd(-1, &sigs, SFD_CLOEXEC);
-}
+int termination_signal_fd() noexcept { return blocked_signal_fd({SIGTERM, SIGINT}); }
 
 uint64_t sessions_reopened() noexcept { return g_reopened.load(std::memory_order_relaxed); }
 

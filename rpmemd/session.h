@@ -32,19 +32,17 @@ enum class SessionEnd {
 };
 
 struct SessionParams {
-  std::string listen_address;  // where lanes connect; empty = any
-  uint32_t transports = 0;     // what this daemon offers
+  // What each open pool's target starts from (listen_address: where lanes
+  // connect, empty = any; peer_address: the client's address, where data
+  // connections must come from; peer_timeout, nthreads, verbs_window,
+  // verbs_windows_always: the configuration's). The session adds the rest:
+  // the secret, the lanes granted, their security, the method.
+  rpmem::transport::TargetParams target;
+  uint32_t transports = 0;  // what this daemon offers
   bool persist_apm = false;
-  // Threads serving tcp lanes; 0: one per lane, at most one per CPU (16 on
-  // a disk).
-  unsigned nthreads = 0;
-  unsigned max_lanes = 64;                    // granted at most (Config::max_lanes)
-  size_t verbs_window = size_t{1} << 20;      // Config::verbs_window
-  bool verbs_windows_always = false;          // Config::verbs_windows_always
-  std::string peer_address;                   // the client's address: data connections come from it
-  std::chrono::milliseconds peer_timeout{0};  // Config::peer_timeout
-  DataTls data_tls = DataTls::kAllow;         // Config::data_tls
-  bool data_seal = true;                      // Config::data_seal
+  unsigned max_lanes = 0;  // granted at most (Config::max_lanes)
+  DataTls data_tls = DataTls::kAllow;
+  bool data_seal = true;
   // Service mode: the control channel's TLS exporter
   // (SSL_export_keying_material with `label` and `context`), whence sealed
   // lanes take their master key. Empty: ssh mode, where the key is random

@@ -231,15 +231,9 @@ void Session::issue_token(const proto::PoolRequest &req, const std::string &pool
 rpmem::transport::TargetParams Session::target_params(const proto::PoolRequest &req,
                                                       const proto::Secret &secret,
                                                       unsigned nlanes) const {
-  rpmem::transport::TargetParams tp;
-  tp.listen_address = params_.listen_address;
+  rpmem::transport::TargetParams tp = params_.target;
   tp.secret = secret;
   tp.max_lanes = nlanes;
-  tp.nthreads = params_.nthreads;
-  tp.verbs_window = params_.verbs_window;
-  tp.verbs_windows_always = params_.verbs_windows_always;
-  tp.peer_address = params_.peer_address;
-  tp.peer_timeout = params_.peer_timeout;
   tp.client_minor = req.minor;
   if (params_.status) tp.counters = std::make_shared<rpmem::transport::TargetCounters>(nlanes);
   const int fatal_fd = fatal_fd_;

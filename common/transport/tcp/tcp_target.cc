@@ -9,6 +9,7 @@
 #include "common/transport/tcp/peer_address.h"
 #include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/socket_io.h"
+#include "common/transport/tcp/spare_descriptor.h"
 #include "common/transport/tcp/tls_stream.h"
 
 #include <boost/asio/io_context.hpp>
@@ -112,7 +113,7 @@ TcpTarget::TcpTarget(TargetPool &pool, TargetParams params)
   listen_fd_ = acceptor.release();
   auto fail = [&](const char *what) {
     const int err = errno;
-    for (int fd : {listen_fd_, epoll_fd_, spare_fd_})
+    for (int fd : {listen_fd_, epoll_fd_})
       if (fd >= 0) ::close(fd);
     throw SetupError(err, std::string("data listener: ") + what + ": " + strerror(err));
   };
@@ -125,13 +126,12 @@ TcpTarget::TcpTarget(TargetPool &pool, TargetParams params)
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev) != 0) fail("epoll_ctl failed");
   ev.data.ptr = &state_;
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, state_.wake_fd(), &ev) != 0) fail("epoll_ctl failed");
-  spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (spare_fd_ < 0) fail("cannot open /dev/null");
+  if (!spare_.held()) fail("cannot open /dev/null");
 }
 
 TcpTarget::~TcpTarget() {
   stop();
-  for (int fd : {listen_fd_, epoll_fd_, spare_fd_})
+  for (int fd : {listen_fd_, epoll_fd_})
     if (fd >= 0) ::close(fd);
 }
 
@@ -204,13 +204,7 @@ void TcpTarget::accept_ready() {
         // Out of descriptors: take the connection off the queue with the
         // spare one and close it, so that the listener does not spin on it.
         const int err = errno;
-        if (spare_fd_ >= 0) {
-          ::close(spare_fd_);
-          spare_fd_ = -1;
-          int victim = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-          if (victim >= 0) ::close(victim);
-          spare_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-        }
+        spare_.shed(listen_fd_);
         refusals_.refused("?", err == EMFILE ? "out of file descriptors (RLIMIT_NOFILE)"
                                              : "out of file descriptors (system-wide)");
       } else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED) {

@@ -18,6 +18,7 @@
 #include "common/transport/copy_words.h"
 #include "common/transport/lane_admission.h"
 #include "common/transport/target_state.h"
+#include "common/transport/tcp/spare_descriptor.h"
 #include "common/transport/transport.h"
 
 #include <atomic>
@@ -75,8 +76,8 @@ class TcpTarget final : public Target {
   TargetState state_;  // stop, fatal, all lanes in
   LaneAdmission admission_;
   int listen_fd_ = -1;
-  int epoll_fd_ = -1;  // the listener's event loop
-  int spare_fd_ = -1;  // given up to accept-and-close when out of descriptors
+  int epoll_fd_ = -1;      // the listener's event loop
+  SpareDescriptor spare_;  // given up to accept-and-close when out of descriptors
   uint16_t port_ = 0;
 
   // The listener thread's own until it is joined.

@@ -96,7 +96,7 @@ class SessionTest : public ::testing::Test {
     std::ofstream(dir_ + "/p.set") << "PMEMPOOLSET\nOPTION NOHDRS\n"
                                    << kPoolSize << " " << dir_ << "/p.part\n";
     params_.transports = proto::transport_bit(proto::TransportKind::kTcp);
-    params_.listen_address = "127.0.0.1";
+    params_.target.listen_address = "127.0.0.1";
     params_.max_lanes = 4;
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -263,7 +263,7 @@ class SessionFakeTransportTest : public SessionTest {
     params_.make_target = [this](TransportKind kind, TargetPool &pool, const TargetParams &p) {
       return transport_.make(kind, pool, p);
     };
-    params_.peer_address = "10.1.2.3";
+    params_.target.peer_address = "10.1.2.3";
   }
   static proto::Bytes open(unsigned nlanes) {
     proto::PoolRequest r;
