@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Encoding and decoding of every rpmem wire message (little-endian).
+// The control channel's messages, encoded and decoded (little-endian, with
+// wire.h's Reader and Writer), and the wire status codes against errno.
+// The data lanes' messages are proto_lane.cc's.
 #include "common/proto.h"
 
 #include <cerrno>
@@ -8,96 +10,33 @@
 namespace rpmem::proto {
 namespace {
 
-// Appends little-endian integers and raw bytes to a frame.
-class Writer {
+using wire::load_le;
+using wire::store_le;
+
+// A frame: its header first, the payload size patched by finish().
+class Writer : public wire::Writer {
  public:
   explicit Writer(MsgType type) {
     u16(static_cast<uint16_t>(type));
     u16(0);
-    u32(0);  // payload size, patched by finish()
+    u32(0);
   }
-  Writer() = default;
-
-  void u8(uint8_t v) { b_.push_back(v); }
-  void u16(uint16_t v) { put(v, 2); }
-  void u32(uint32_t v) { put(v, 4); }
-  void u64(uint64_t v) { put(v, 8); }
-  void raw(const void *p, size_t n) {
-    if (n == 0) return;
-    const auto *c = static_cast<const uint8_t *>(p);
-    b_.insert(b_.end(), c, c + n);
-  }
-  void attr(const PoolAttr &a) {
-    size_t at = b_.size();
-    b_.resize(at + kPoolAttrWireSize);
-    encode_attr(a, b_.data() + at);
-  }
+  void attr(const PoolAttr &a) { encode_attr(a, grow(kPoolAttrWireSize)); }
   Bytes finish() {
-    uint32_t size = static_cast<uint32_t>(b_.size() - kFrameHeaderSize);
-    for (int i = 0; i < 4; ++i) b_[4 + i] = static_cast<uint8_t>(size >> (8 * i));
-    return std::move(b_);
+    store_le(at(4), size() - kFrameHeaderSize, 4);
+    return take();
   }
-
- private:
-  void put(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) b_.push_back(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  Bytes b_;
 };
 
-// Reads little-endian integers from a span; any read past the end fails the
-// whole decode (ok() turns false and the values read are zero).
-class Reader {
+// A payload, with the pool attributes among its fields.
+class Reader : public wire::Reader {
  public:
-  explicit Reader(std::span<const uint8_t> b) : b_(b) {}
-  uint8_t u8() { return static_cast<uint8_t>(get(1)); }
-  uint16_t u16() { return static_cast<uint16_t>(get(2)); }
-  uint32_t u32() { return static_cast<uint32_t>(get(4)); }
-  uint64_t u64() { return get(8); }
-  bool raw(void *out, size_t n) {
-    if (!take(n)) return false;
-    if (n == 0) return true;
-    std::memcpy(out, b_.data() + pos_ - n, n);
-    return true;
-  }
+  using wire::Reader::Reader;
   PoolAttr attr() {
-    if (!take(kPoolAttrWireSize)) return {};
-    return decode_attr(b_.data() + pos_ - kPoolAttrWireSize);
+    const uint8_t *p = take(kPoolAttrWireSize);
+    return p ? decode_attr(p) : PoolAttr{};
   }
-  bool ok() const { return ok_; }
-  bool done() const { return ok_ && pos_ == b_.size(); }
-
- private:
-  bool take(size_t n) {
-    if (!ok_ || b_.size() - pos_ < n) {
-      ok_ = false;
-      return false;
-    }
-    pos_ += n;
-    return true;
-  }
-  uint64_t get(size_t n) {
-    if (!take(n)) return 0;
-    return load_le(b_.data() + pos_ - n, n);
-  }
-  static uint64_t load_le(const uint8_t *p, size_t n) {
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-    return v;
-  }
-  std::span<const uint8_t> b_;
-  size_t pos_ = 0;
-  bool ok_ = true;
 };
-
-void store_le(uint8_t *p, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t load_le(const uint8_t *p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 struct StatusInfo {
   int err;
@@ -366,11 +305,14 @@ std::optional<PoolResponse> decode_pool_response(std::span<const uint8_t> payloa
     // A success must name a transport and method we know, lanes and a port.
     if ((transport != static_cast<uint16_t>(TransportKind::kTcp) &&
          transport != static_cast<uint16_t>(TransportKind::kVerbs)) ||
-        (method != 1 && method != 2) || m.nlanes == 0 || m.port == 0)
+        (method != static_cast<uint32_t>(PersistMethod::kGpspm) &&
+         method != static_cast<uint32_t>(PersistMethod::kApm)) ||
+        m.nlanes == 0 || m.port == 0)
       return std::nullopt;
   }
   m.transport = static_cast<TransportKind>(transport);
-  m.method = static_cast<PersistMethod>(method == 2 ? 2 : 1);
+  m.method = method == static_cast<uint32_t>(PersistMethod::kApm) ? PersistMethod::kApm
+                                                                  : PersistMethod::kGpspm;
   return m;
 }
 
@@ -410,79 +352,6 @@ std::optional<StatusResponse> decode_status_response(std::span<const uint8_t> pa
   uint32_t status = r.u32();
   if (!r.done() || status >= static_cast<uint32_t>(Status::kCount)) return std::nullopt;
   return StatusResponse{static_cast<Status>(status)};
-}
-
-void encode(const LaneHello &m, uint8_t (&out)[kLaneHelloSize]) {
-  store_le(out, kLaneMagic, 4);
-  store_le(out + 4, m.major, 2);
-  store_le(out + 6, m.minor, 2);
-  std::memcpy(out + 8, m.secret.data(), kSecretSize);
-  store_le(out + 40, m.lane & kMaxLaneNumber, 2);
-  store_le(out + 42, m.epoch, 2);
-  store_le(out + 44, m.nlanes, 4);
-}
-
-std::optional<LaneHello> decode_lane_hello(std::span<const uint8_t> b) {
-  if (b.size() != kLaneHelloSize || load_le(b.data(), 4) != kLaneMagic) return std::nullopt;
-  LaneHello m;
-  m.major = static_cast<uint16_t>(load_le(b.data() + 4, 2));
-  m.minor = static_cast<uint16_t>(load_le(b.data() + 6, 2));
-  std::memcpy(m.secret.data(), b.data() + 8, kSecretSize);
-  m.lane = static_cast<uint32_t>(load_le(b.data() + 40, 2));
-  m.epoch = static_cast<uint16_t>(load_le(b.data() + 42, 2));
-  m.nlanes = static_cast<uint32_t>(load_le(b.data() + 44, 4));
-  if (m.nlanes == 0 || m.nlanes > kMaxLaneNumber || m.lane >= m.nlanes) return std::nullopt;
-  return m;
-}
-
-bool carries_payload(DataOp op) {
-  return op == DataOp::kPersist || op == DataOp::kDeepPersist || op == DataOp::kFlush;
-}
-
-void encode(const DataRequest &m, uint8_t (&out)[kDataRequestSize]) {
-  out[0] = static_cast<uint8_t>(m.op);
-  out[1] = m.flags;
-  store_le(out + 2, 0, 2);
-  store_le(out + 4, 0, 4);
-  store_le(out + 8, m.offset, 8);
-  store_le(out + 16, m.length, 8);
-}
-
-std::optional<DataRequest> decode_data_request(std::span<const uint8_t> b) {
-  if (b.size() != kDataRequestSize) return std::nullopt;
-  uint8_t op = b[0];
-  if (op < static_cast<uint8_t>(DataOp::kPersist) || op > static_cast<uint8_t>(DataOp::kRead))
-    return std::nullopt;
-  if ((b[1] & ~kDataRelaxed) != 0 || load_le(b.data() + 2, 2) != 0 || load_le(b.data() + 4, 4) != 0)
-    return std::nullopt;
-  DataRequest m;
-  m.op = static_cast<DataOp>(op);
-  m.flags = b[1];
-  m.offset = load_le(b.data() + 8, 8);
-  m.length = load_le(b.data() + 16, 8);
-  if (m.op == DataOp::kDrain && (m.offset != 0 || m.length != 0)) return std::nullopt;
-  return m;
-}
-
-void encode(const DataReply &m, uint8_t (&out)[kDataReplySize]) {
-  store_le(out, m.status, 4);
-  out[4] = static_cast<uint8_t>(m.op);
-  out[5] = 0;
-  store_le(out + 6, 0, 2);
-  store_le(out + 8, m.length, 8);
-}
-
-std::optional<DataReply> decode_data_reply(std::span<const uint8_t> b) {
-  if (b.size() != kDataReplySize) return std::nullopt;
-  DataReply m;
-  m.status = static_cast<uint32_t>(load_le(b.data(), 4));
-  uint8_t op = b[4];
-  if (op < static_cast<uint8_t>(DataOp::kPersist) || op > static_cast<uint8_t>(DataOp::kRead) ||
-      b[5] != 0 || load_le(b.data() + 6, 2) != 0 || m.status > 4095)
-    return std::nullopt;
-  m.op = static_cast<DataOp>(op);
-  m.length = load_le(b.data() + 8, 8);
-  return m;
 }
 
 }  // namespace rpmem::proto

@@ -11,11 +11,14 @@
 //   op is kFlush.
 //
 // Decoders never read past the given span, bound every length, and return
-// std::nullopt for anything malformed.
+// std::nullopt for anything malformed. The integers and the lane operations
+// they are made of are wire.h's; proto_control.cc encodes the control
+// channel, proto_lane.cc the data lanes.
 #ifndef RPMEM_COMMON_PROTO_H
 #define RPMEM_COMMON_PROTO_H
 
 #include "common/pool_attr.h"
+#include "common/wire.h"
 
 #include <array>
 #include <cstddef>
@@ -116,6 +119,15 @@ inline constexpr uint32_t transport_bit(TransportKind k) { return 1u << static_c
 
 enum class PersistMethod : uint32_t { kGpspm = 1, kApm = 2 };
 
+// Their names, as logs and the status give them: "tcp", "verbs"; "GPSPM",
+// "APM".
+constexpr const char *transport_name(TransportKind k) noexcept {
+  return k == TransportKind::kVerbs ? "verbs" : k == TransportKind::kTcp ? "tcp" : "none";
+}
+constexpr const char *method_name(PersistMethod m) noexcept {
+  return m == PersistMethod::kApm ? "APM" : "GPSPM";
+}
+
 using Secret = std::array<uint8_t, kSecretSize>;
 // Which session last opened a service's pool (minor 6).
 inline constexpr size_t kTokenSize = 16;
@@ -161,6 +173,15 @@ inline constexpr uint32_t kLaneTls = 1;
 inline constexpr uint32_t kLaneSealed = 2;
 inline constexpr uint32_t kLaneFlags = kLaneTls | kLaneSealed;
 inline constexpr size_t kMaxLanePsk = 64;
+
+// A session's lanes by what carries them (`lane_flags` as a PoolResponse
+// has them): "verbs", "tcp", "tcp+tls" (TLS records), "tcp+sealed" (sealed
+// frames).
+constexpr const char *lanes_name(TransportKind k, uint32_t lane_flags) noexcept {
+  if (k != TransportKind::kTcp) return transport_name(k);
+  if ((lane_flags & kLaneSealed) != 0) return "tcp+sealed";
+  return (lane_flags & kLaneTls) != 0 ? "tcp+tls" : "tcp";
+}
 
 struct PoolResponse {  // kPoolResp
   Status status = Status::kSuccess;
@@ -238,6 +259,42 @@ void encode_attr(const PoolAttr &a, uint8_t *out);
 PoolAttr decode_attr(const uint8_t *in);
 
 // --- Data lanes ----------------------------------------------------------------
+// What both lane wires share (tcp lanes here, verbs lanes in verbs_wire.h).
+//
+// A request's first kRequestHeaderSize bytes: u8 op code, u8 flags, 6 bytes
+// zero, u64 offset, u64 length. The op codes and flags are each wire's own.
+inline constexpr size_t kRequestHeaderSize = 24;
+struct RequestHeader {
+  uint8_t op = 0;
+  uint8_t flags = 0;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+};
+inline void encode(const RequestHeader &h, uint8_t *out) noexcept {
+  out[0] = h.op;
+  out[1] = h.flags;
+  wire::store_le(out + 2, 0, 6);
+  wire::store_le(out + 8, h.offset, 8);
+  wire::store_le(out + 16, h.length, 8);
+}
+// nullopt when a reserved byte is not zero.
+inline std::optional<RequestHeader> decode_request_header(const uint8_t *in) noexcept {
+  if (wire::load_le(in + 2, 6) != 0) return std::nullopt;
+  return RequestHeader{in[0], in[1], wire::load_le(in + 8, 8), wire::load_le(in + 16, 8)};
+}
+
+// What a lane's first message proves, after its magic (and on tcp lanes its
+// version): the session secret, u32 lane, u32 lane count of the session. On
+// tcp lanes the u32 lane is u16 lane, u16 epoch (LaneHello).
+inline constexpr size_t kLaneClaimSize = kSecretSize + 8;
+struct LaneClaim {
+  Secret secret{};
+  uint32_t lane = 0;
+  uint32_t nlanes = 0;
+};
+void encode(const LaneClaim &c, uint8_t *out);  // kLaneClaimSize bytes
+LaneClaim decode_lane_claim(const uint8_t *in);
+
 inline constexpr uint32_t kLaneMagic = 0x4c4d5052;  // "RPML"
 inline constexpr size_t kLaneHelloSize = 48;
 inline constexpr size_t kLaneHelloReplySize = 8;
@@ -257,6 +314,7 @@ struct LaneHello {  // client -> target, first bytes of a data connection
 void encode(const LaneHello &m, uint8_t (&out)[kLaneHelloSize]);
 std::optional<LaneHello> decode_lane_hello(std::span<const uint8_t> b);
 
+// The tcp lanes' op codes (lane_op() and data_op() translate them).
 enum class DataOp : uint8_t {
   kPersist = 1,      // payload; reply after it is durable
   kDeepPersist = 2,  // payload; reply after it reached the lowest domain
@@ -264,9 +322,39 @@ enum class DataOp : uint8_t {
   kDrain = 4,        // reply once every earlier flush on this lane is durable
   kRead = 5,         // reply followed by `length` bytes
 };
+constexpr wire::LaneOp lane_op(DataOp op) noexcept {
+  switch (op) {
+    case DataOp::kPersist:
+      return wire::LaneOp::kPersist;
+    case DataOp::kDeepPersist:
+      return wire::LaneOp::kDeepPersist;
+    case DataOp::kFlush:
+      return wire::LaneOp::kFlush;
+    case DataOp::kDrain:
+      return wire::LaneOp::kDrain;
+    case DataOp::kRead:
+      break;
+  }
+  return wire::LaneOp::kRead;
+}
+constexpr DataOp data_op(wire::LaneOp op) noexcept {
+  switch (op) {
+    case wire::LaneOp::kPersist:
+      return DataOp::kPersist;
+    case wire::LaneOp::kDeepPersist:
+      return DataOp::kDeepPersist;
+    case wire::LaneOp::kFlush:
+      return DataOp::kFlush;
+    case wire::LaneOp::kDrain:
+      return DataOp::kDrain;
+    case wire::LaneOp::kRead:
+      break;
+  }
+  return DataOp::kRead;
+}
 inline constexpr uint8_t kDataRelaxed = 1;  // DataRequest::flags: no atomicity promise
 
-inline constexpr size_t kDataRequestSize = 24;
+inline constexpr size_t kDataRequestSize = kRequestHeaderSize;
 inline constexpr size_t kDataReplySize = 16;
 
 struct DataRequest {
@@ -276,7 +364,7 @@ struct DataRequest {
   uint64_t length = 0;
 };
 struct DataReply {
-  uint32_t status = 0;  // 0 or a positive errno value
+  uint32_t status = 0;  // 0 or a positive errno value (wire::is_errno)
   DataOp op = DataOp::kPersist;
   uint64_t length = 0;  // bytes that follow (kRead)
 };

@@ -40,6 +40,7 @@ void LaneCounters::served(LaneOp op, uint64_t bytes, int64_t started_ns, bool fa
   const int64_t now = now_ns();
   switch (op) {
     case LaneOp::kPersist:
+    case LaneOp::kDeepPersist:
       bump(persists_, 1);
       bump(persisted_bytes_, bytes);
       break;
@@ -56,7 +57,7 @@ void LaneCounters::served(LaneOp op, uint64_t bytes, int64_t started_ns, bool fa
       break;
   }
   if (failed) bump(failed_, 1);
-  if (op == LaneOp::kPersist || op == LaneOp::kDrain) {
+  if (op == LaneOp::kPersist || op == LaneOp::kDeepPersist || op == LaneOp::kDrain) {
     const uint64_t took = now > started_ns ? static_cast<uint64_t>(now - started_ns) : 0;
     const size_t b = static_cast<size_t>(
         std::lower_bound(kLatencyBoundsNs.begin(), kLatencyBoundsNs.end(), took) -

@@ -12,6 +12,8 @@
 #ifndef RPMEM_COMMON_TRANSPORT_LANE_STATS_H
 #define RPMEM_COMMON_TRANSPORT_LANE_STATS_H
 
+#include "common/wire.h"
+
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -30,8 +32,9 @@ inline constexpr std::array<uint64_t, 22> kLatencyBoundsNs = {
     1'000'000'000, 2'000'000'000, 5'000'000'000, 10'000'000'000};
 inline constexpr size_t kLatencyBuckets = kLatencyBoundsNs.size() + 1;
 
-// What a lane's thread reports after each request.
-enum class LaneOp { kPersist, kFlush, kDrain, kRead };
+// What a lane's thread reports after each request: the lane operations
+// (wire.h); a deep persist counts as a persist.
+using wire::LaneOp;
 
 // Sums over lanes (or one lane's counters, read).
 struct LaneTotals {

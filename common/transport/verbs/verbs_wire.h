@@ -54,12 +54,13 @@ proto::Bytes encode(const ProviderInfo &info);
 std::optional<ProviderInfo> decode_provider_info(std::span<const uint8_t> b);
 
 // Private data of a lane's connect request: proves the session secret.
+// u32 magic, then the claim a tcp lane's hello carries (proto::LaneClaim).
 struct ConnectData {
   proto::Secret secret{};
   uint32_t lane = 0;
   uint32_t nlanes = 0;
 };
-inline constexpr size_t kConnectDataSize = 44;  // under RC's 56-byte limit
+inline constexpr size_t kConnectDataSize = 4 + proto::kLaneClaimSize;  // under RC's 56-byte limit
 void encode(const ConnectData &c, uint8_t (&out)[kConnectDataSize]);
 // Extra trailing bytes (the CM pads private data) are ignored.
 std::optional<ConnectData> decode_connect_data(std::span<const uint8_t> b);
@@ -73,6 +74,36 @@ enum class MsgOp : uint8_t {
   // lane's window (length <= window), to be read from there by RDMA READ.
   kRead = 4,
 };
+// The lane operations' codes on verbs lanes; a flush has none (it is an
+// RDMA WRITE, made durable by a later persist or drain).
+constexpr wire::LaneOp lane_op(MsgOp op) noexcept {
+  switch (op) {
+    case MsgOp::kPersist:
+      return wire::LaneOp::kPersist;
+    case MsgOp::kDeepPersist:
+      return wire::LaneOp::kDeepPersist;
+    case MsgOp::kDrain:
+      return wire::LaneOp::kDrain;
+    case MsgOp::kRead:
+      break;
+  }
+  return wire::LaneOp::kRead;
+}
+constexpr std::optional<MsgOp> msg_op(wire::LaneOp op) noexcept {
+  switch (op) {
+    case wire::LaneOp::kPersist:
+      return MsgOp::kPersist;
+    case wire::LaneOp::kDeepPersist:
+      return MsgOp::kDeepPersist;
+    case wire::LaneOp::kDrain:
+      return MsgOp::kDrain;
+    case wire::LaneOp::kRead:
+      return MsgOp::kRead;
+    case wire::LaneOp::kFlush:
+      break;
+  }
+  return std::nullopt;
+}
 inline constexpr uint8_t kMsgInline = 1;  // payload holds the `length` bytes to copy
 struct MsgHeader {
   MsgOp op = MsgOp::kPersist;
@@ -80,7 +111,7 @@ struct MsgHeader {
   uint64_t offset = 0;
   uint64_t length = 0;  // bytes (kPersist, kDeepPersist) or ranges (kDrain)
 };
-inline constexpr size_t kMsgHeaderSize = 24;
+inline constexpr size_t kMsgHeaderSize = proto::kRequestHeaderSize;  // proto::RequestHeader
 inline constexpr size_t kRangeSize = 16;
 void encode(const MsgHeader &m, uint8_t *out);  // kMsgHeaderSize bytes
 // nullopt: unknown op or flags, non-zero reserved bytes, or a payload size
@@ -89,7 +120,8 @@ std::optional<MsgHeader> decode_msg(std::span<const uint8_t> received);
 void encode_range(uint64_t offset, uint64_t length, uint8_t *out);
 void decode_range(const uint8_t *in, uint64_t &offset, uint64_t &length);
 
-// The target's answer: a status (0 or a positive errno) for the request.
+// The target's answer: a status (0 or a positive errno, wire::is_errno) for
+// the request.
 inline constexpr size_t kReplySize = 8;
 void encode_reply(uint32_t status, uint8_t *out);
 std::optional<uint32_t> decode_reply(std::span<const uint8_t> received);
