@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Frame I/O on the daemon's control channel.
+// Frame I/O on the daemon's control channel over ssh's stdin and stdout.
 #include "rpmemd/control_io.h"
 
 #include "common/error.h"
+#include "common/transport/tcp/socket_io.h"
 
 #include <poll.h>
 #include <unistd.h>
@@ -30,7 +31,7 @@ std::error_code ControlIo::read_exact(uint8_t *buf, size_t n, int &woken) {
     if (r == 0) return errc(ECONNRESET);
     if (r < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return rpmem::last_errc();
+      return rpmem::transport::tcp::io_error(errno);
     }
     buf += r;
     n -= static_cast<size_t>(r);
@@ -49,7 +50,7 @@ std::error_code ControlIo::write_all(const proto::Bytes &bytes) {
     ssize_t w = ::write(out_, bytes.data() + off, bytes.size() - off);
     if (w < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
-      return errno == EPIPE ? errc(ECONNRESET) : rpmem::last_errc();
+      return rpmem::transport::tcp::io_error(errno);
     }
     off += static_cast<size_t>(w);
   }

@@ -19,7 +19,7 @@ namespace proto = rpmem::proto;
 class ControlStream {
  public:
   virtual ~ControlStream() = default;
-  // Reads one frame. Errors: ECONNRESET (EOF), EINTR (a wake-up descriptor
+  // Reads one frame. Errors: ECONNRESET (EOF, or the peer is gone), EINTR (a wake-up descriptor
   // is readable; `woken` names it), EPROTO (malformed frame header).
   virtual std::error_code read_frame(proto::FrameHeader &hdr, proto::Bytes &payload,
                                      int &woken) = 0;

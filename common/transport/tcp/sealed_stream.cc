@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Sealed data lanes.
+// Sealed data lanes: the lane keys (HKDF with OpenSSL), the frame cipher
+// (AES-128-GCM with libgcrypt) and SealedStream's framing.
 #include "common/transport/tcp/sealed_stream.h"
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/wire.h"
 
 #include <gcrypt.h>
 #include <netinet/in.h>
@@ -25,16 +27,8 @@ constexpr size_t kMaxFrameBytes = kSealedHeader + kMaxSealedFrame + kSealedTag;
 // Raw receive buffer: a whole frame and most of the next.
 constexpr size_t kInBuffer = 2 * kMaxFrameBytes;
 
-void put_le32(uint8_t *p, uint32_t v) {
-  p[0] = static_cast<uint8_t>(v);
-  p[1] = static_cast<uint8_t>(v >> 8);
-  p[2] = static_cast<uint8_t>(v >> 16);
-  p[3] = static_cast<uint8_t>(v >> 24);
-}
-
-uint32_t get_le32(const uint8_t *p) {
-  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
-}
+using wire::load_le32;
+using wire::store_le32;
 
 // HKDF-SHA256 without salt.
 bool hkdf(const uint8_t *key, size_t key_len, const uint8_t *info, size_t info_len, uint8_t *out,
@@ -71,7 +65,7 @@ bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir,
   // add the epoch (u16).
   uint8_t info[sizeof(kLaneInfo) - 1 + 5 + 2];
   std::memcpy(info, kLaneInfo, sizeof(kLaneInfo) - 1);
-  put_le32(info + sizeof(kLaneInfo) - 1, lane);
+  store_le32(info + sizeof(kLaneInfo) - 1, lane);
   info[sizeof(kLaneInfo) - 1 + 4] = static_cast<uint8_t>(dir);
   info[sizeof(kLaneInfo) - 1 + 5] = static_cast<uint8_t>(epoch);
   info[sizeof(kLaneInfo) - 1 + 6] = static_cast<uint8_t>(epoch >> 8);
@@ -153,7 +147,7 @@ bool FrameCipher::seal(const iovec *iov, int n, size_t len, uint8_t *out) noexce
   if (!hd_ || !seal_ || len == 0 || len > kMaxSealedFrame) return false;
   uint8_t iv[12];
   nonce_of(frames_, iv);
-  put_le32(out, static_cast<uint32_t>(len));
+  store_le32(out, static_cast<uint32_t>(len));
   bool ok = gcry_cipher_setiv(hd_, iv, sizeof(iv)) == 0 &&
             gcry_cipher_authenticate(hd_, out, kSealedHeader) == 0;
   uint8_t *p = out + kSealedHeader;
@@ -180,7 +174,7 @@ bool FrameCipher::seal(const iovec *iov, int n, size_t len, uint8_t *out) noexce
 bool FrameCipher::open(uint8_t *frame, size_t len, uint8_t *out) noexcept {
   if (!hd_ || seal_ || len <= kSealedHeader + kSealedTag) return false;
   const size_t n = len - kSealedHeader - kSealedTag;
-  if (get_le32(frame) != n) return false;
+  if (load_le32(frame) != n) return false;
   uint8_t iv[12];
   nonce_of(frames_, iv);
   const uint8_t *const c = frame + kSealedHeader;
@@ -206,7 +200,7 @@ SealedStream::SealedStream(int fd, const SealKeys &keys, bool client, uint32_t l
       keys_(keys),
       client_(client),
       max_lanes_(client ? 0 : lane_or_max),
-      out_(new (std::nothrow) uint8_t[4 + kMaxFrameBytes]),
+      out_(new (std::nothrow) uint8_t[kSealedLanePrefix + kMaxFrameBytes]),
       prefix_due_(client),
       in_(new (std::nothrow) uint8_t[kInBuffer]) {
   if (!out_ || !in_) failed_ = errc(ENOMEM);
@@ -257,9 +251,9 @@ std::error_code SealedStream::refuse(const char *why) noexcept {
 bool SealedStream::has_buffered_input() const noexcept {
   if (plain_ < plain_end_) return true;
   const size_t raw = in_w_ - in_r_;
-  if (lane_ < 0) return raw >= 4;
+  if (lane_ < 0) return raw >= kSealedLanePrefix;
   if (raw < kSealedHeader) return false;
-  return raw >= kSealedHeader + get_le32(in_.get() + in_r_) + kSealedTag;
+  return raw >= kSealedHeader + load_le32(in_.get() + in_r_) + kSealedTag;
 }
 
 // Reads what the socket has into the raw buffer.
@@ -283,7 +277,7 @@ std::error_code SealedStream::fill() noexcept {
     }
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) return errc(EAGAIN);
-    return errc(errno == EPIPE ? ECONNRESET : errno);
+    return io_error(errno);
   }
 }
 
@@ -309,18 +303,18 @@ std::error_code SealedStream::receive(void *buf, size_t len, size_t &got, bool s
     }
     const size_t raw = in_w_ - in_r_;
     if (lane_ < 0) {
-      if (raw >= 4) {
-        const uint32_t word = get_le32(in_.get() + in_r_);
+      if (raw >= kSealedLanePrefix) {
+        const uint32_t word = load_le32(in_.get() + in_r_);
         const uint32_t lane = word & proto::kMaxLaneNumber;
         if (lane >= max_lanes_) return refuse("its lane number is not one of the session's");
         if (!start_ciphers(lane, static_cast<uint16_t>(word >> 16)))
           return refuse("its keys could not be made");
-        in_r_ += 4;
+        in_r_ += kSealedLanePrefix;
         plain_ = plain_end_ = in_r_;
         continue;
       }
     } else if (raw >= kSealedHeader) {
-      const uint32_t n = get_le32(in_.get() + in_r_);
+      const uint32_t n = load_le32(in_.get() + in_r_);
       if (n == 0 || n > kMaxSealedFrame) return refuse("a frame of an impossible length came");
       const size_t total = kSealedHeader + n + kSealedTag;
       if (raw >= total) {
@@ -378,8 +372,8 @@ std::error_code SealedStream::send_nowait(iovec *&iov, int &n) noexcept {
       if (len == kMaxSealedFrame) len = full_frame();
       size_t off = 0;
       if (prefix_due_) {
-        put_le32(out_.get(), static_cast<uint32_t>(lane_) | uint32_t{epoch_} << 16);
-        off = 4;
+        store_le32(out_.get(), static_cast<uint32_t>(lane_) | uint32_t{epoch_} << 16);
+        off = kSealedLanePrefix;
       }
       if (!send_->seal(iov, n, len, out_.get() + off)) {
         failed_ = errc(EPROTO);
@@ -398,7 +392,7 @@ std::error_code SealedStream::send_nowait(iovec *&iov, int &n) noexcept {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
-      return errc(errno == EPIPE ? ECONNRESET : errno);
+      return io_error(errno);
     }
     out_sent_ += static_cast<size_t>(w);
     if (out_sent_ < out_len_) continue;

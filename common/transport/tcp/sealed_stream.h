@@ -45,6 +45,9 @@ namespace rpmem::transport::tcp {
 
 inline constexpr const char *kSealExporterLabel = "EXPORTER-rpmem-sealed-lanes";
 
+// The clear prefix a client's connection starts with: u16 lane, u16 epoch
+// (one u32, little endian).
+inline constexpr size_t kSealedLanePrefix = 4;
 inline constexpr size_t kSealedHeader = 4;
 inline constexpr size_t kSealedTag = 16;
 // Plaintext bytes in one frame at most (a full frame: sealed_frame_for()).
@@ -151,7 +154,7 @@ class SealedStream final : public ByteStream {
   uint64_t bytes_received() const noexcept { return received_; }
   // Bytes that make the client's hello (lane number, one frame of `len`).
   static size_t first_message_size(size_t len) noexcept {
-    return 4 + kSealedHeader + len + kSealedTag;
+    return kSealedLanePrefix + kSealedHeader + len + kSealedTag;
   }
 
  private:

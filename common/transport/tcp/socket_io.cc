@@ -55,16 +55,6 @@ void advance(iovec *&iov, int &n, size_t sent) noexcept {
   }
 }
 
-namespace {
-
-std::error_code map_io_error(int err) {
-  if (err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ESHUTDOWN)
-    return errc(ECONNRESET);
-  return errc(err);
-}
-
-}  // namespace
-
 std::error_code send_all(int fd, iovec *iov, int n, int timeout_ms) noexcept {
   auto deadline = deadline_of(timeout_ms);
   while (n > 0) {
@@ -78,7 +68,7 @@ std::error_code send_all(int fd, iovec *iov, int n, int timeout_ms) noexcept {
         if (auto ec = wait_for(fd, POLLOUT, timeout_ms, deadline)) return ec;
         continue;
       }
-      return map_io_error(errno);
+      return io_error(errno);
     }
     advance(iov, n, static_cast<size_t>(sent));
     deadline = deadline_of(timeout_ms);  // progress restarts the clock
@@ -95,7 +85,7 @@ std::error_code send_nowait(int fd, iovec *&iov, int &n) noexcept {
     if (sent < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
-      return map_io_error(errno);
+      return io_error(errno);
     }
     advance(iov, n, static_cast<size_t>(sent));
   }
@@ -121,7 +111,7 @@ std::error_code recv_some(int fd, void *buf, size_t len, size_t &got, int timeou
       if (auto ec = wait_for(fd, POLLIN, timeout_ms, deadline)) return ec;
       continue;
     }
-    return map_io_error(errno);
+    return io_error(errno);
   }
 }
 
@@ -145,7 +135,7 @@ std::error_code recv_nowait(int fd, void *buf, size_t len, size_t &got) noexcept
   }
   if (r == 0) return errc(ECONNRESET);
   if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) return {};
-  return map_io_error(errno);
+  return io_error(errno);
 }
 
 size_t recv_spinning(int fd, void *buf, size_t len, std::chrono::nanoseconds budget) noexcept {

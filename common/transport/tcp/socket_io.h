@@ -7,13 +7,34 @@
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_SOCKET_IO_H
 #define RPMEM_COMMON_TRANSPORT_TCP_SOCKET_IO_H
 
+#include "common/error.h"
+
 #include <sys/uio.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <system_error>
 
 namespace rpmem::transport::tcp {
+
+// Whether errno `err` of a send or a receive says that the peer is gone: it
+// closed or reset the connection (EPIPE, ECONNRESET), or the connection is
+// no more (ENOTCONN, ESHUTDOWN). Every stream and channel reports that as
+// ECONNRESET (io_error()), as it reports EOF. The sets the streams had each
+// (EPIPE only on sealed lanes and the daemon's control channel) named the
+// errors their calls had been seen to fail with; the others cannot come of
+// a connected socket or pipe but by its end, so one set serves all.
+// ETIMEDOUT (TCP_USER_TIMEOUT, keepalive) is not among them: the callers
+// tell a peer that vanished from one that closed.
+constexpr bool peer_gone(int err) noexcept {
+  return err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ESHUTDOWN;
+}
+// errno `err` of a failed send or receive as its error: ECONNRESET when the
+// peer is gone, else err.
+inline std::error_code io_error(int err) noexcept {
+  return errc(peer_gone(err) ? ECONNRESET : err);
+}
 
 inline constexpr int kWaitForever = -1;
 
