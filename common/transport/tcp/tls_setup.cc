@@ -170,8 +170,7 @@ const char *reason_now() {
 
 }  // namespace
 
-NoSigpipe::NoSigpipe() noexcept : on_(kernel_tls().available) {
-  if (!on_) return;
+void NoSigpipe::block() noexcept {
   sigemptyset(&pipe_);
   sigaddset(&pipe_, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
@@ -180,8 +179,7 @@ NoSigpipe::NoSigpipe() noexcept : on_(kernel_tls().available) {
   was_pending_ = sigismember(&pending, SIGPIPE) == 1;
 }
 
-NoSigpipe::~NoSigpipe() {
-  if (!on_) return;
+void NoSigpipe::unblock() noexcept {
   if (!was_pending_) {
     const int saved = errno;
     timespec zero{};

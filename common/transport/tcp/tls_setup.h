@@ -80,13 +80,20 @@ bool cork(SSL *ssl, bool on) noexcept;
 // the application never sees it. Nothing without kernel TLS.
 class NoSigpipe {
  public:
-  NoSigpipe() noexcept;
-  ~NoSigpipe();
+  NoSigpipe() noexcept : on_(kernel_tls().available) {
+    if (on_) block();
+  }
+  ~NoSigpipe() {
+    if (on_) unblock();
+  }
   NoSigpipe(const NoSigpipe &) = delete;
   NoSigpipe &operator=(const NoSigpipe &) = delete;
 
  private:
-  bool on_;
+  void block() noexcept;
+  void unblock() noexcept;
+
+  const bool on_;
   bool was_pending_ = false;
   sigset_t pipe_{}, old_{};
 };
