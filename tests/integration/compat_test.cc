@@ -46,19 +46,15 @@ proto::Bytes pattern(size_t n, uint8_t seed) {
   return b;
 }
 
-// The hello of lane `lane` as a 1.5 client sends it; the target's status.
+// The hello of lane `lane` as a 1.5 client sends it (its version, a u16
+// at byte 6, says minor 5); the target's status.
 template <class Peer>
 std::optional<uint32_t> old_hello(Peer &peer, const proto::Secret &secret, uint32_t lane) {
-  proto::LaneHello h;
-  h.minor = kOldMinor;
-  h.secret = secret;
-  h.lane = lane;
-  h.nlanes = kLanes;
-  uint8_t b[proto::kLaneHelloSize];
-  proto::encode(h, b);
+  proto::Bytes h = lane_hello_bytes(secret, lane, kLanes);
+  rpmem::wire::store_le(h.data() + 6, kOldMinor, 2);
   uint8_t r[proto::kLaneHelloReplySize];
-  if (!peer.send(b, sizeof(b)) || !peer.recv(r, sizeof(r))) return std::nullopt;
-  return static_cast<uint32_t>(r[0] | r[1] << 8 | r[2] << 16 | r[3] << 24);
+  if (!peer.send(h.data(), h.size()) || !peer.recv(r, sizeof(r))) return std::nullopt;
+  return rpmem::wire::load_le32(r);
 }
 
 // One request and its reply (none for a flush); the reply's status, or -1.
