@@ -19,14 +19,15 @@
 namespace rpmem::transport::tcp {
 
 // Whether errno `err` of a send or a receive says that the peer is gone: it
-// closed or reset the connection (EPIPE, ECONNRESET), or the connection is
-// no more (ENOTCONN, ESHUTDOWN). Every stream and channel reports that as
-// ECONNRESET (io_error()), as it reports EOF. The sets the streams had each
-// (EPIPE only on sealed lanes and the daemon's control channel) named the
-// errors their calls had been seen to fail with; the others cannot come of
-// a connected socket or pipe but by its end, so one set serves all.
-// ETIMEDOUT (TCP_USER_TIMEOUT, keepalive) is not among them: the callers
-// tell a peer that vanished from one that closed.
+// closed or reset the connection (EPIPE, ECONNRESET), or the connection has
+// ended (ENOTCONN, ESHUTDOWN). The one set of every stream and channel here
+// (socket I/O, TLS and sealed lanes, the daemon's ssh control channel),
+// which report it as ECONNRESET, as they report EOF: io_error(). Sealed
+// lanes and the control channel mapped EPIPE alone: the other values come
+// of a connected socket only once its connection has ended, and every
+// caller takes ECONNRESET to mean just that, so the narrower sets served no
+// purpose. ETIMEDOUT (TCP_USER_TIMEOUT, keepalive) stays out: callers tell a
+// peer that vanished from one that closed.
 constexpr bool peer_gone(int err) noexcept {
   return err == EPIPE || err == ECONNRESET || err == ENOTCONN || err == ESHUTDOWN;
 }
