@@ -313,6 +313,10 @@ struct LaneHello {  // client -> target, first bytes of a data connection
 };
 void encode(const LaneHello &m, uint8_t (&out)[kLaneHelloSize]);
 std::optional<LaneHello> decode_lane_hello(std::span<const uint8_t> b);
+// The target's answer to a lane hello: u32 status (0: admitted, else an
+// errno, EACCES), u32 zero.
+void encode_lane_hello_reply(uint32_t status, uint8_t (&out)[kLaneHelloReplySize]);
+uint32_t decode_lane_hello_reply(const uint8_t (&in)[kLaneHelloReplySize]);
 
 // The tcp lanes' op codes (lane_op() and data_op() translate them).
 enum class DataOp : uint8_t {

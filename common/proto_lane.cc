@@ -60,6 +60,15 @@ std::optional<LaneHello> decode_lane_hello(std::span<const uint8_t> b) {
   return m;
 }
 
+void encode_lane_hello_reply(uint32_t status, uint8_t (&out)[kLaneHelloReplySize]) {
+  store_le(out, status, 4);
+  store_le(out + 4, 0, 4);
+}
+
+uint32_t decode_lane_hello_reply(const uint8_t (&in)[kLaneHelloReplySize]) {
+  return static_cast<uint32_t>(load_le(in, 4));
+}
+
 bool carries_payload(DataOp op) {
   return op == DataOp::kPersist || op == DataOp::kDeepPersist || op == DataOp::kFlush;
 }

@@ -54,7 +54,7 @@ std::optional<uint32_t> old_hello(Peer &peer, const proto::Secret &secret, uint3
   rpmem::wire::store_le(h.data() + 6, kOldMinor, 2);
   uint8_t r[proto::kLaneHelloReplySize];
   if (!peer.send(h.data(), h.size()) || !peer.recv(r, sizeof(r))) return std::nullopt;
-  return rpmem::wire::load_le32(r);
+  return proto::decode_lane_hello_reply(r);
 }
 
 // One request and its reply (none for a flush); the reply's status, or -1.

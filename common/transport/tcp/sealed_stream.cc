@@ -67,8 +67,7 @@ bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir,
   std::memcpy(info, kLaneInfo, sizeof(kLaneInfo) - 1);
   store_le32(info + sizeof(kLaneInfo) - 1, lane);
   info[sizeof(kLaneInfo) - 1 + 4] = static_cast<uint8_t>(dir);
-  info[sizeof(kLaneInfo) - 1 + 5] = static_cast<uint8_t>(epoch);
-  info[sizeof(kLaneInfo) - 1 + 6] = static_cast<uint8_t>(epoch >> 8);
+  wire::store_le(info + sizeof(kLaneInfo) - 1 + 5, epoch, 2);
   const size_t len = epoch == 0 ? sizeof(info) - 2 : sizeof(info);
   return hkdf(master.data(), master.size(), info, len, out.data(), out.size());
 }

@@ -152,6 +152,17 @@ TEST(LaneWires, TheLaneHelloCarriesTheClaimAfterItsVersion) {
   EXPECT_EQ(std::memcmp(again, b + 8, sizeof(again)), 0);
 }
 
+TEST(LaneWires, TheHelloReplyIsAStatusWordAndAZeroWord) {
+  uint8_t b[proto::kLaneHelloReplySize];
+  std::memset(b, 0xff, sizeof(b));
+  proto::encode_lane_hello_reply(EACCES, b);
+  const uint8_t golden[proto::kLaneHelloReplySize] = {EACCES, 0, 0, 0, 0, 0, 0, 0};
+  EXPECT_EQ(std::memcmp(b, golden, sizeof(b)), 0);
+  EXPECT_EQ(proto::decode_lane_hello_reply(b), static_cast<uint32_t>(EACCES));
+  proto::encode_lane_hello_reply(0, b);
+  EXPECT_EQ(proto::decode_lane_hello_reply(b), 0u);
+}
+
 TEST(Names, TransportsLanesAndMethodsAsLogsGiveThem) {
   using proto::TransportKind;
   EXPECT_STREQ(proto::transport_name(TransportKind::kTcp), "tcp");
