@@ -100,7 +100,7 @@ int receive_hello(ControlChannel &ch, const Settings &settings, uint32_t transpo
   auto hello = proto::decode_hello(payload);
   if (!hello) return oob_failure(errc(EPROTO), ch, ctl_timeout);
   if (hello->status != 0) {
-    int err = hello->status < 4096 ? static_cast<int>(hello->status) : EPROTO;
+    const int err = wire::errno_of(hello->status);
     return fail(err, with_errno("out-of-band connection failed", err), ch.diagnostics());
   }
   if (hello->major != proto::kMajor)
@@ -159,7 +159,7 @@ void log_pool(const PoolArgs &args, const proto::PoolResponse &resp, uint32_t tr
   const bool sealed = lane_tls && (resp.lane_flags & proto::kLaneSealed) != 0;
   RPMEM_LOG_NOTICE("%s: pool '%s' %s, %u lanes, transport %s%s (accepted:%s%s, offered:%s%s)",
                    args.target.c_str(), args.pool_set.c_str(), args.create ? "created" : "opened",
-                   resp.nlanes, resp.transport == proto::TransportKind::kTcp ? "tcp" : "verbs",
+                   resp.nlanes, proto::transport_name(resp.transport),
                    resp.transport == proto::TransportKind::kVerbs
                        ? (resp.method == proto::PersistMethod::kApm ? " APM" : " GPSPM")
                    : sealed   ? " sealed"

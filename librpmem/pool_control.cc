@@ -65,8 +65,8 @@ int remove_from_service(const TargetAddress &target, const Settings &settings,
   std::optional<proto::Hello> hello;
   if (!ec && !(hello = proto::decode_hello(payload))) ec = errc(EPROTO);
   if (!ec && hello->status != 0)
-    return fail(hello->status < 4096 ? static_cast<int>(hello->status) : EPROTO,
-                "remote command failed", strerror(static_cast<int>(hello->status)));
+    return fail(wire::errno_of(hello->status), "remote command failed",
+                strerror(static_cast<int>(hello->status)));
   if (pool_set.size() > proto::kMaxPoolSetName || pool_set.empty())
     return fail(EINVAL, proto::status_message(proto::Status::kBadName));
   proto::Status status = proto::Status::kSuccess;

@@ -32,11 +32,10 @@ std::string uuid_str(const std::array<uint8_t, 16> &u) {
 }  // namespace
 
 std::string provider_names(uint32_t t) {
-  const uint32_t tcp = proto::transport_bit(proto::TransportKind::kTcp);
-  const uint32_t verbs = proto::transport_bit(proto::TransportKind::kVerbs);
   std::string out;
-  if (t & verbs) out = "verbs";
-  if (t & tcp) out += out.empty() ? "tcp" : ", tcp";
+  for (auto k : {proto::TransportKind::kVerbs, proto::TransportKind::kTcp})
+    if (t & proto::transport_bit(k))
+      out += (out.empty() ? "" : ", ") + std::string(proto::transport_name(k));
   return out.empty() ? "(none)" : out;
 }
 
@@ -82,7 +81,7 @@ void log_policy(proto::TransportKind kind, bool apm, const rpmem::transport::Med
 void log_response(const ResponseLog &r) {
   RPMEM_LOG_NOTICE("%s request response: (status = 0)", r.create ? "create" : "open");
   RPMEM_LOG_NOTICE("\tport: %u", r.port);
-  RPMEM_LOG_NOTICE("\tprovider: %s", r.kind == proto::TransportKind::kVerbs ? "verbs" : "tcp");
+  RPMEM_LOG_NOTICE("\tprovider: %s", proto::transport_name(r.kind));
   RPMEM_LOG_NOTICE("\tpool size: %zu", r.pool_size);
   RPMEM_LOG_NOTICE("\tnlanes: %u", r.nlanes);
   RPMEM_LOG_NOTICE("\tpersist method: %s", r.apm ? kApmName : kGpspmName);

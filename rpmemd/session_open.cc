@@ -288,11 +288,9 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     info.pool_set = req.pool_set;
     info.lanes_asked = req.nlanes;
     info.lanes_granted = nlanes;
-    info.transport = kind == proto::TransportKind::kVerbs ? "verbs"
-                     : security.tls                       ? "tcp+tls"
-                                                          : "tcp";
+    info.transport = proto::lanes_name(kind, security.lane_flags());
     info.medium = view_->traits().name;
-    info.method = apm_ ? "APM" : "GPSPM";
+    info.method = proto::method_name(target_->persist_method());
     params_.status->pool_opened(info, tp.counters);
   }
   resp.nlanes = nlanes;

@@ -24,7 +24,7 @@ namespace rpmemd {
 struct PoolInfo {
   std::string pool_set;
   unsigned lanes_asked = 0, lanes_granted = 0;
-  std::string transport;  // "tcp", "tcp+tls", "verbs"
+  std::string transport;  // proto::lanes_name(): "tcp", "tcp+tls", "tcp+sealed", "verbs"
   std::string medium;     // "pmem", "disk", "ram"
   std::string method;     // "GPSPM", "APM"
 };

@@ -160,11 +160,7 @@ void LaneServer::complete(Lane &lane) {
     reply.length = req.length;
   }
   if (lane.counters) {
-    const LaneOp op = req.op == DataOp::kDrain  ? LaneOp::kDrain
-                      : req.op == DataOp::kRead ? LaneOp::kRead
-                                                : LaneOp::kPersist;
-    lane.counters->served(op, op == LaneOp::kDrain ? 0 : req.length, lane.started_ns,
-                          reply.status != 0);
+    lane.counters->served(proto::lane_op(req.op), req.length, lane.started_ns, reply.status != 0);
   }
   proto::encode(reply, lane.reply);
   lane.iov[0] = {lane.reply, sizeof(lane.reply)};

@@ -194,7 +194,7 @@ std::error_code send_lane_hello(const LaneDialer::Connection &c, const proto::Se
   if (!herr)
     herr = stream ? stream_recv_all(*stream, reply, sizeof(reply), timeout_ms)
                   : recv_all(fd, reply, sizeof(reply), timeout_ms);
-  if (!herr && (reply[0] | reply[1] | reply[2] | reply[3]) != 0) herr = errc(EACCES);
+  if (!herr && proto::decode_lane_hello_reply(reply) != 0) herr = errc(EACCES);
   return herr;
 }
 

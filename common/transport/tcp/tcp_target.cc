@@ -370,7 +370,8 @@ void TcpTarget::hello_ready(Hello &h) {
     refusal = admission_.admit(hello->secret, hello->lane, hello->nlanes, hello->epoch, returned);
   if (refusal) {
     refusals_.refused(h.peer, refusal);
-    uint8_t no[proto::kLaneHelloReplySize] = {EACCES, 0, 0, 0, 0, 0, 0, 0};
+    uint8_t no[proto::kLaneHelloReplySize];
+    proto::encode_lane_hello_reply(EACCES, no);
     iovec iov{no, sizeof(no)};
     iovec *unsent = &iov;
     int n = 1;
@@ -382,7 +383,8 @@ void TcpTarget::hello_ready(Hello &h) {
   if (!returned) state_.lane_in(hello->nlanes);
   // Eight bytes into the empty send buffer of a new connection: the send
   // takes them whole or the connection is already gone.
-  uint8_t yes[proto::kLaneHelloReplySize] = {};
+  uint8_t yes[proto::kLaneHelloReplySize];
+  proto::encode_lane_hello_reply(0, yes);
   iovec iov{yes, sizeof(yes)};
   iovec *unsent = &iov;
   int left = 1;

@@ -133,7 +133,7 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
     lanes.push_back(std::move(lane));
   }
   RPMEM_LOG_INFO("verbs: %u lanes connected, %s, work queue %u%s", params.nlanes,
-                 info->method == proto::PersistMethod::kApm ? "APM" : "GPSPM", wq,
+                 proto::method_name(info->method), wq,
                  (info->flags & kInfoBounded) ? ", writes through landing windows" : "");
   return lanes;
 }

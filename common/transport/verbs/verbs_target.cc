@@ -88,8 +88,7 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
 
   RPMEM_LOG_INFO("verbs: listening on %s port %u, device %s, %s",
                  params_.listen_address.empty() ? "*" : params_.listen_address.c_str(), port_,
-                 ibv_get_device_name(ctx_->device),
-                 info.method == proto::PersistMethod::kApm ? "APM" : "GPSPM");
+                 ibv_get_device_name(ctx_->device), proto::method_name(info.method));
 }
 
 // Where RDMA writes land: the pool itself, registered, where a NIC may write

@@ -185,10 +185,7 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
     if (state_.stopping()) return false;
   }
   if (counters) {
-    const LaneOp op = h->op == MsgOp::kDrain  ? LaneOp::kDrain
-                      : h->op == MsgOp::kRead ? LaneOp::kRead
-                                              : LaneOp::kPersist;
-    counters->served(op, op == LaneOp::kDrain ? 0 : h->length, started_ns, bool(status));
+    counters->served(lane_op(h->op), h->length, started_ns, bool(status));
   }
   encode_reply(static_cast<uint32_t>(status.value()), lane.reply_buf());
   if (auto ec = post_send(lane.id->qp, kWrReply, lane.reply_buf(), kReplySize, lane.mr->lkey)) {
