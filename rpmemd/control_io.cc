@@ -12,10 +12,10 @@ namespace rpmemd {
 
 using rpmem::errc;
 
-std::error_code ControlIo::read_exact(uint8_t *buf, size_t n, int &woken) {
-  while (n > 0) {
-    std::vector<pollfd> fds{{in_, POLLIN, 0}};
-    for (int w : wake_) fds.push_back({w, POLLIN, 0});
+std::error_code wait_readable(int fd, const std::vector<int> &wake, int &woken) {
+  std::vector<pollfd> fds{{fd, POLLIN, 0}};
+  for (int w : wake) fds.push_back({w, POLLIN, 0});
+  for (;;) {
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       return rpmem::last_errc();
@@ -26,7 +26,13 @@ std::error_code ControlIo::read_exact(uint8_t *buf, size_t n, int &woken) {
         return errc(EINTR);
       }
     }
-    if (!fds[0].revents) continue;
+    if (fds[0].revents) return {};
+  }
+}
+
+std::error_code ControlIo::read_exact(uint8_t *buf, size_t n, int &woken) {
+  while (n > 0) {
+    if (auto ec = wait_readable(in_, wake_, woken)) return ec;
     ssize_t r = ::read(in_, buf, n);
     if (r == 0) return errc(ECONNRESET);
     if (r < 0) {

@@ -44,6 +44,10 @@ class ControlIo final : public ControlStream {
   std::vector<int> wake_;
 };
 
+// Waits until `fd` is readable (or at its end) or one of `wake` fires: then
+// EINTR, with that descriptor in `woken`. Shared by every ControlStream.
+std::error_code wait_readable(int fd, const std::vector<int> &wake, int &woken);
+
 // Reads one frame with `read_exact(buf, n)`, shared by every ControlStream.
 template <typename ReadExact>
 std::error_code read_frame_with(ReadExact &&read_exact, proto::FrameHeader &hdr,

@@ -8,7 +8,6 @@
 
 #include <fcntl.h>
 #include <openssl/err.h>
-#include <poll.h>
 
 #include <algorithm>
 #include <climits>
@@ -42,7 +41,7 @@ std::error_code TlsControlStream::write_all(const proto::Bytes &bytes) {
 std::error_code TlsControlStream::read_exact(uint8_t *buf, size_t n, int &woken) {
   while (n > 0) {
     if (SSL_pending(ssl_) == 0)
-      if (auto ec = wait_readable(woken)) return ec;
+      if (auto ec = rpmemd::wait_readable(fd_, wake_, woken)) return ec;
     const int got = SSL_read(ssl_, buf, static_cast<int>(std::min<size_t>(n, INT_MAX)));
     if (got <= 0) {
       const int err = SSL_get_error(ssl_, got);
@@ -53,24 +52,6 @@ std::error_code TlsControlStream::read_exact(uint8_t *buf, size_t n, int &woken)
     n -= static_cast<size_t>(got);
   }
   return {};
-}
-
-std::error_code TlsControlStream::wait_readable(int &woken) {
-  std::vector<pollfd> p;
-  p.push_back({fd_, POLLIN, 0});
-  for (int fd : wake_) p.push_back({fd, POLLIN, 0});
-  for (;;) {
-    if (::poll(p.data(), p.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      return errc(errno);
-    }
-    for (size_t i = 1; i < p.size(); ++i)
-      if (p[i].revents) {
-        woken = p[i].fd;
-        return errc(EINTR);
-      }
-    return {};
-  }
 }
 
 std::error_code TlsControlStream::gone(int rc) {

@@ -36,7 +36,6 @@ class TlsControlStream final : public ControlStream {
   std::error_code read_exact(uint8_t *buf, size_t n, int &woken);
   // Until the socket has input: EINTR with `woken` when a wake-up
   // descriptor comes first.
-  std::error_code wait_readable(int &woken);
   std::error_code gone(int rc);
 
   SSL *ssl_;
