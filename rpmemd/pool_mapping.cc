@@ -75,6 +75,22 @@ std::error_code sync_new_file(int fd, const std::string &path) {
   return ec;
 }
 
+// errno as the error of `part`, logged: "cannot <what> part '<path>': ...".
+std::error_code part_error(const char *what, const MappedPart &part) {
+  std::error_code ec = last_errc();
+  RPMEM_LOG_ERR("cannot %s part '%s': %s", what, part.path.c_str(), ec.message().c_str());
+  return ec;
+}
+
+// Opens the part (unless it is open already) and locks it (flock
+// LOCK_EX|LOCK_NB: EWOULDBLOCK when another open file description has it).
+std::error_code open_locked(MappedPart &part) {
+  if (part.fd < 0) part.fd = ::open(part.path.c_str(), O_RDWR | O_CLOEXEC);
+  if (part.fd < 0) return part_error("open", part);
+  if (::flock(part.fd, LOCK_EX | LOCK_NB) != 0) return part_error("lock", part);
+  return {};
+}
+
 }  // namespace
 
 PoolMapping::PoolMapping(PoolSet set) : set_(std::move(set)) {
@@ -99,42 +115,17 @@ std::error_code PoolMapping::open_part(Part &part, bool create, bool check_hdr_z
     // it); nothing to create. Its header is checked once it is mapped.
     part.dax_align = dax->align;
     part.deep_flush = dax->deep_flush;
-    part.fd = ::open(part.path.c_str(), O_RDWR | O_CLOEXEC);
-    if (part.fd < 0) {
-      std::error_code ec = last_errc();
-      RPMEM_LOG_ERR("cannot open part '%s': %s", part.path.c_str(), ec.message().c_str());
-      return ec;
-    }
-    if (::flock(part.fd, LOCK_EX | LOCK_NB) != 0) {
-      std::error_code ec = last_errc();
-      RPMEM_LOG_ERR("cannot lock part '%s': %s", part.path.c_str(), ec.message().c_str());
-      return ec;
-    }
-    return {};
+    return open_locked(part);
   }
   if (create) {
     part.fd = ::open(part.path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (part.fd >= 0) {
       part.created = true;
     } else if (errno != EEXIST) {
-      std::error_code ec = last_errc();
-      RPMEM_LOG_ERR("cannot create part '%s': %s", part.path.c_str(), ec.message().c_str());
-      return ec;
+      return part_error("create", part);
     }
   }
-  if (part.fd < 0) {
-    part.fd = ::open(part.path.c_str(), O_RDWR | O_CLOEXEC);
-    if (part.fd < 0) {
-      std::error_code ec = last_errc();
-      RPMEM_LOG_ERR("cannot open part '%s': %s", part.path.c_str(), ec.message().c_str());
-      return ec;
-    }
-  }
-  if (::flock(part.fd, LOCK_EX | LOCK_NB) != 0) {
-    std::error_code ec = last_errc();
-    RPMEM_LOG_ERR("cannot lock part '%s': %s", part.path.c_str(), ec.message().c_str());
-    return ec;
-  }
+  if (auto ec = open_locked(part)) return ec;
   if (part.created) {
     if (::fchmod(part.fd, kPartMode) != 0) return last_errc();
     int r = ::posix_fallocate(part.fd, 0, static_cast<off_t>(part.size));

@@ -16,11 +16,8 @@
 namespace rpmemd {
 namespace {
 
-using rpmem::errc;
-using rpmem::last_errc;
-using rpmem::PoolAttr;
-
 constexpr size_t kHdrSize = rpmem::kPoolHdrSize;
+using rpmem::errc, rpmem::last_errc, rpmem::PoolAttr;
 
 bool is_zero_uuid(const Uuid &u) { return is_zero_bytes(u.data(), u.size()); }
 

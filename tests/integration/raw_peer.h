@@ -197,13 +197,9 @@ inline proto::PoolRequest pool_request(const std::string &name, uint64_t size, u
 // `secret`, at `epoch` (above 0: the lane comes back).
 inline proto::Bytes lane_hello_bytes(const proto::Secret &secret, uint32_t lane, uint32_t nlanes,
                                      uint16_t epoch = 0) {
-  proto::LaneHello h;
-  h.secret = secret;
-  h.lane = lane;
-  h.epoch = epoch;
-  h.nlanes = nlanes;
   uint8_t b[proto::kLaneHelloSize];
-  proto::encode(h, b);
+  proto::encode(proto::LaneHello{.secret = secret, .lane = lane, .epoch = epoch, .nlanes = nlanes},
+                b);
   return proto::Bytes(b, b + sizeof(b));
 }
 

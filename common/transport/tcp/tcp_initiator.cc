@@ -179,13 +179,9 @@ std::optional<Error> secure(const InitiatorParams &params, const LaneSeal &seal,
 std::error_code send_lane_hello(const LaneDialer::Connection &c, const proto::Secret &secret,
                                 unsigned i, uint16_t epoch, unsigned nlanes, int timeout_ms) {
   const int fd = c.fd;
-  proto::LaneHello hello;
-  hello.secret = secret;
-  hello.lane = i;
-  hello.epoch = epoch;
-  hello.nlanes = nlanes;
   uint8_t buf[proto::kLaneHelloSize];
-  proto::encode(hello, buf);
+  proto::encode(proto::LaneHello{.secret = secret, .lane = i, .epoch = epoch, .nlanes = nlanes},
+                buf);
   uint8_t reply[proto::kLaneHelloReplySize];
   iovec iov{buf, sizeof(buf)};
   ByteStream *stream = c.stream.get();

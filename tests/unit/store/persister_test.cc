@@ -61,6 +61,15 @@ std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
   return b;
 }
 
+// The persister choose_persister() takes for `parts` of `f` (which must
+// outlive it), when it is `name`'s; null otherwise.
+std::unique_ptr<Persister> persister_of(const MappedFile &f, const std::vector<MappedPart> &parts,
+                                        const char *name) {
+  auto p = choose_persister(f.base(), kLen, parts);
+  if (!p || std::string(p->traits().name) != name) return nullptr;
+  return p;
+}
+
 std::string medium_of(std::vector<MappedPart> parts) {
   std::vector<uint8_t> mem(kLen);
   auto p = choose_persister(mem.data(), mem.size(), parts);
@@ -100,9 +109,8 @@ TEST(RamPersister, WritesLandInTheMappingAndPersistWaitsForNothing) {
   ASSERT_NE(f.base(), nullptr);
   auto parts = f.parts();
   parts[0].in_ram = true;
-  auto p = choose_persister(f.base(), kLen, parts);
+  auto p = persister_of(f, parts, "ram");
   ASSERT_TRUE(p);
-  ASSERT_STREQ(p->traits().name, "ram");
   const auto a = pattern(1000, 3), b = pattern(77, 9);
   EXPECT_EQ(p->write_durable(4096, a.data(), a.size(), false), std::error_code{});
   EXPECT_EQ(p->write_posted(8195, b.data(), b.size()), std::error_code{});
@@ -118,10 +126,9 @@ TEST(PageCachePersister, WritesGoThroughTheFileAndPersistWritesBack) {
   TempDir dir;
   MappedFile f(dir.path() + "/part");
   ASSERT_NE(f.base(), nullptr);
-  const auto parts = f.parts();  // outlives the persister, as choose_persister() asks
-  auto p = choose_persister(f.base(), kLen, parts);
+  const auto parts = f.parts();
+  auto p = persister_of(f, parts, "disk");
   ASSERT_TRUE(p);
-  ASSERT_STREQ(p->traits().name, "disk");
   const auto a = pattern(5000, 1), b = pattern(300, 2);
   EXPECT_EQ(p->write_durable(4000, a.data(), a.size(), false), std::error_code{});
   EXPECT_EQ(p->write_posted(20000, b.data(), b.size()), std::error_code{});
