@@ -4,6 +4,7 @@
 // mapped files (fsdax and Device DAX run in the VM suites).
 #include "rpmemd/persister.h"
 
+#include "rpmemd/pool_device_dax.h"
 #include "tests/unit/store/store_test_util.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -164,6 +166,74 @@ TEST(PageCachePersister, FailuresAreEio) {
   ASSERT_TRUE(q);
   EXPECT_EQ(q->persist(0, kLen, false), std::make_error_code(std::errc::io_error));
   ::close(ro);
+}
+
+// Persistent memory, where the VM has it (scripts/test-pmem.sh): a file on
+// fsdax mapped with MAP_SYNC (RPMEM_TEST_PMEM_DIR), a device DAX
+// (RPMEM_TEST_DEVDAX).
+TEST(FsdaxPersister, OnPmemStoresAreDurableByAFlushAndApmIsSound) {
+  const char *dir = std::getenv("RPMEM_TEST_PMEM_DIR");
+  if (!dir || !*dir) GTEST_SKIP() << "no fsdax directory (RPMEM_TEST_PMEM_DIR)";
+  const std::string path = std::string(dir) + "/persister-" + std::to_string(::getpid());
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, kLen), 0);
+  void *m = ::mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+  ASSERT_NE(m, MAP_FAILED) << "MAP_SYNC refused: " << path << " is not on fsdax";
+  auto *base = static_cast<uint8_t *>(m);
+  std::vector<MappedPart> parts(1);
+  parts[0].path = path;
+  parts[0].fd = fd;
+  parts[0].map_sync = true;
+  parts[0].map_len = kLen;
+  auto p = choose_persister(base, kLen, parts);
+  ASSERT_TRUE(p);
+  EXPECT_STREQ(p->traits().name, "pmem");
+  EXPECT_TRUE(p->traits().apm_sound && p->traits().nic_writes);
+  const auto a = pattern(3000, 5);
+  EXPECT_EQ(p->write_durable(8192, a.data(), a.size(), true), std::error_code{});
+  std::memset(base + 20000, 0x3c, 64);
+  EXPECT_EQ(p->persist(20000, 64, false), std::error_code{});
+  EXPECT_EQ(p->persist(20000, 64, true), std::error_code{});
+  EXPECT_EQ(p->sync_all(), std::error_code{});
+  std::vector<uint8_t> back(a.size());
+  ASSERT_EQ(::pread(fd, back.data(), back.size(), 8192), static_cast<ssize_t>(back.size()));
+  EXPECT_EQ(back, a);
+  ::munmap(m, kLen);
+  ::close(fd);
+  ::unlink(path.c_str());
+}
+
+TEST(DevdaxPersister, OnADeviceDeepPersistsFlushTheRegion) {
+  const char *dev = std::getenv("RPMEM_TEST_DEVDAX");
+  if (!dev || !*dev) GTEST_SKIP() << "no device DAX (RPMEM_TEST_DEVDAX)";
+  auto dax = device_dax(dev);
+  ASSERT_TRUE(dax) << dev << " is not a device DAX";
+  const int fd = ::open(dev, O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const size_t len = dax->align;
+  void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  auto *base = static_cast<uint8_t *>(m);
+  std::vector<MappedPart> parts(1);
+  parts[0] = {.path = dev,
+              .size = dax->size,
+              .fd = fd,
+              .map_len = len,
+              .dax_align = dax->align,
+              .deep_flush = dax->deep_flush};
+  auto p = choose_persister(base, len, parts);
+  ASSERT_TRUE(p);
+  EXPECT_STREQ(p->traits().name, "pmem");
+  EXPECT_TRUE(p->traits().apm_sound);
+  const auto a = pattern(4096, 7);
+  EXPECT_EQ(p->write_durable(4096, a.data(), a.size(), true), std::error_code{})
+      << "the region's deep flush (" << dax->deep_flush << ")";
+  EXPECT_EQ(std::memcmp(base + 4096, a.data(), a.size()), 0);
+  EXPECT_EQ(p->persist(0, len, true), std::error_code{});
+  EXPECT_EQ(p->sync_all(), std::error_code{}) << "a device is not msync'ed";
+  ::munmap(m, len);
+  ::close(fd);
 }
 
 }  // namespace
