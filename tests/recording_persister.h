@@ -24,11 +24,13 @@ using rpmem::transport::MediumTraits;
 
 // A file in the page cache (a NIC may not write into it) whose persists do
 // not wait for a device: what a test of the bounded and staged paths needs.
-inline constexpr MediumTraits kRecordedFile{"disk", "a file", "a file", "pmem_msync",
-                                            false,  false,    false};
+inline constexpr MediumTraits kRecordedFile{
+    "disk", "a file in the page cache", "a file in the page cache", "pmem_msync", false, false,
+    false};
 // The same on a disk: payloads come as whole durable or posted writes.
 inline constexpr MediumTraits kRecordedDisk{
-    "disk", "a file on a disk", "a file on a disk", "pmem_msync", false, true, false};
+    "disk", "a file in the page cache", "a file in the page cache", "pmem_msync", false, true,
+    false};
 inline constexpr MediumTraits kRecordedRam{
     "ram", "a file in RAM", "a file in RAM", "pmem_msync", true, false, false};
 inline constexpr MediumTraits kRecordedPmem{
