@@ -39,6 +39,11 @@ RPMEM_TEST_DIR=/mnt/pmem/pools RPMEM_TEST_MEDIUM=pmem RPMEM_ENABLE_VERBS=0 \\
   ctest --test-dir "\$build" --output-on-failure --timeout 300 --no-tests=error -L loopback \\
   -R '$vm_media_tests' ||
   failed="\$failed tcp-suite"
+echo "=== the fsdax persister on pmem (persister_test.cc)"
+out=\$(RPMEM_TEST_PMEM_DIR=/mnt/pmem/pools "\$build/tests/unit_store" --gtest_filter='FsdaxPersister.*' 2>&1)
+echo "\$out" | tail -n 3
+{ echo "\$out" | grep -q '^\[  PASSED  \] 1 test' && ! echo "\$out" | grep -q SKIPPED; } ||
+  failed="\$failed fsdax-persister"
 echo "=== Debian's libpmemobj and pmempool, target pools on fsdax pmem"
 # (pmdk.blip is the network's test, not the medium's: it runs on the host.)
 RPMEM_PMDK_TARGET_DIR=/mnt/pmem/pools RPMEM_ENABLE_VERBS=0 \\
@@ -81,6 +86,11 @@ GUEST
 cat >"$tmp/devdax.sh" <<GUEST
 set -u
 failed=""
+echo "=== the Device DAX persister (persister_test.cc)"
+out=\$(RPMEM_TEST_DEVDAX=\$RPMEM_VM_PMEM "$build/tests/unit_store" --gtest_filter='DevdaxPersister.*' 2>&1)
+echo "\$out" | tail -n 3
+{ echo "\$out" | grep -q '^\[  PASSED  \] 1 test' && ! echo "\$out" | grep -q SKIPPED; } ||
+  failed="\$failed devdax-persister"
 for t in tcp verbs; do
   echo "=== a device DAX pool over \$t"
   # TLS and sealed lanes are tcp's (their variants run over tcp only).
