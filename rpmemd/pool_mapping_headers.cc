@@ -4,10 +4,10 @@
 // create generates.
 #include "common/error.h"
 #include "common/log.h"
+#include "common/random.h"
 #include "rpmemd/pool_mapping.h"
 
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 
 #include <cerrno>
@@ -24,15 +24,7 @@ bool is_zero_uuid(const Uuid &u) { return is_zero_bytes(u.data(), u.size()); }
 }  // namespace
 
 std::error_code generate_uuid(Uuid &out) noexcept {
-  size_t got = 0;
-  while (got < out.size()) {
-    ssize_t r = ::getrandom(out.data() + got, out.size() - got, 0);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return errc(EIO);
-    }
-    got += static_cast<size_t>(r);
-  }
+  if (rpmem::fill_random(out.data(), out.size())) return errc(EIO);
   // PMDK's struct uuid keeps time_hi_and_version as a host-order (LE) u16:
   // the version nibble is the top of byte 7; the variant is in byte 8.
   out[7] = static_cast<uint8_t>((out[7] & 0x0F) | 0x40);

@@ -2,13 +2,13 @@
 // Session::open_or_create and its steps: the request's checks, the pool, a
 // reopen's token, the lane grant, the lanes' keys, the target, the answer.
 #include "common/log.h"
+#include "common/random.h"
 #include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/tls_stream.h"
 #include "rpmemd/session.h"
 #include "rpmemd/session_log.h"
 #include "rpmemd/session_tokens.h"
 
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,18 +24,7 @@ namespace {
 const uint32_t kTcp = proto::transport_bit(proto::TransportKind::kTcp);
 const uint32_t kVerbs = proto::transport_bit(proto::TransportKind::kVerbs);
 
-bool random_secret(proto::Secret &s) {
-  size_t got = 0;
-  while (got < s.size()) {
-    ssize_t n = ::getrandom(s.data() + got, s.size() - got, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    got += static_cast<size_t>(n);
-  }
-  return true;
-}
+bool random_secret(proto::Secret &s) { return !rpmem::fill_random(s.data(), s.size()); }
 
 }  // namespace
 

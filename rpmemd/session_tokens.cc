@@ -3,10 +3,10 @@
 #include "rpmemd/session_tokens.h"
 
 #include "common/error.h"
+#include "common/random.h"
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,13 +41,7 @@ std::string file_for(const std::string &poolset_path) {
 }
 
 std::error_code issue(const std::string &poolset_path, proto::SessionToken &out) noexcept try {
-  size_t got = 0;
-  while (got < out.size()) {
-    const ssize_t n = ::getrandom(out.data() + got, out.size() - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return rpmem::last_errc();
-    got += static_cast<size_t>(n);
-  }
+  if (auto ec = rpmem::fill_random(out.data(), out.size())) return ec;
   const std::string file = file_for(poolset_path);
   const std::string tmp = file + ".new";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
