@@ -10,6 +10,7 @@
 #define RPMEMD_CONFIG_H
 
 #include "common/log.h"
+#include "common/transport/verbs/verbs_wire.h"
 
 #include <chrono>
 #include <optional>
@@ -22,7 +23,8 @@ namespace rpmemd {
 
 // Bounds of values (the option table in config.cc checks them).
 inline constexpr unsigned kMaxLanesLimit = 1024;
-inline constexpr size_t kMinVerbsWindow = size_t{32} << 10;  // one inline persist
+inline constexpr size_t kMinVerbsWindow =
+    rpmem::transport::verbs::kMaxInline;  // one inline persist
 inline constexpr size_t kMaxVerbsWindow = size_t{256} << 20;
 
 // TLS on the tcp data lanes (data-tls).

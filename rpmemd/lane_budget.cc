@@ -56,7 +56,6 @@ unsigned LaneGrant::take(unsigned asked, unsigned max_lanes, unsigned fds_per_la
     client_ = std::move(client);
     client_lanes_ = n;
   }
-  lanes_ = n;
   fds_ = static_cast<long>(n) * fds_per_lane;
   g_lane_fds.fetch_add(fds_);
   return n;
@@ -68,7 +67,6 @@ void LaneGrant::release() noexcept {
   if (client_) client_->fetch_sub(client_lanes_);
   client_.reset();
   client_lanes_ = 0;
-  lanes_ = 0;
 }
 
 }  // namespace rpmemd

@@ -38,11 +38,9 @@ class LaneGrant {
   // leaves under max_client. 0, and `why` for the log, when none is left.
   unsigned take(unsigned asked, unsigned max_lanes, unsigned fds_per_lane,
                 std::shared_ptr<std::atomic<long>> client, unsigned max_client, std::string &why);
-  unsigned lanes() const noexcept { return lanes_; }
   void release() noexcept;
 
  private:
-  unsigned lanes_ = 0;
   long fds_ = 0;
   std::shared_ptr<std::atomic<long>> client_;
   long client_lanes_ = 0;

@@ -3,6 +3,7 @@
 #include "rpmemd/session.h"
 
 #include "common/log.h"
+#include "common/transport/verbs/verbs_wire.h"
 #include "rpmemd/session_log.h"
 #include "rpmemd/session_tokens.h"
 #include "rpmemd/signal_fd.h"
@@ -23,9 +24,6 @@ using rpmem::proto::MsgType;
 using rpmem::proto::Status;
 
 namespace {
-
-// What one data lane message carries inline (the verbs provider's kMaxInline).
-constexpr unsigned kLaneInlineCapacity = 32768;
 
 std::atomic<uint64_t> g_reopened{0};
 
@@ -113,7 +111,7 @@ std::error_code Session::handle_pool_request(MsgType type, const proto::Bytes &p
   RPMEM_LOG_NOTICE("\tprovider: %s", provider_names(req->transports).c_str());
   // PMDK's request carried the inline capacity of a lane (8192); ours is
   // fixed by the protocol: what one lane message carries inline.
-  RPMEM_LOG_NOTICE("\tbuff_size: %u", kLaneInlineCapacity);
+  RPMEM_LOG_NOTICE("\tbuff_size: %u", rpmem::transport::verbs::kMaxInline);
   if (create) {
     RPMEM_LOG_NOTICE("pool attributes:");
     log_pool_attr(req->attr.is_zero() ? nullptr : &req->attr);
