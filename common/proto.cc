@@ -58,6 +58,7 @@ constexpr StatusInfo kStatusTable[] = {
     {EACCES, "Pool set permission denied"},
     {EINVAL, "Invalid pool set configuration"},
     {ESTALE, "Pool opened by another session since"},
+    {ENOTSUP, "Durability level not granted by the target"},
 };
 static_assert(std::size(kStatusTable) == static_cast<size_t>(Status::kCount));
 
@@ -148,6 +149,7 @@ Bytes encode(MsgType type, const PoolRequest &m) {
   if (m.extended) {
     w.u32(m.reopen ? 1 : 0);
     w.raw(m.token.data(), m.token.size());
+    if (m.leveled) w.u32(static_cast<uint32_t>(m.durability));
   }
   return w.finish();
 }
@@ -175,6 +177,7 @@ Bytes encode(const PoolResponse &m) {
       w.u16(static_cast<uint16_t>(m.token.size()));
       w.u16(0);
       w.raw(m.token.data(), m.token.size());
+      if (m.leveled) w.u32(m.levels);
     }
   }
   return w.finish();
@@ -255,6 +258,12 @@ std::optional<PoolRequest> decode_pool_request(std::span<const uint8_t> payload)
     r.raw(m.token.data(), m.token.size());
     if (reopen > 1) return std::nullopt;
     m.reopen = reopen == 1;
+    if (r.ok() && !r.done() && m.minor >= kMinorLevels) {  // the level extension
+      m.leveled = true;
+      const uint32_t level = r.u32();
+      if (level >= kLevelsMax) return std::nullopt;
+      m.durability = static_cast<Durability>(level);
+    }
   }
   if (!r.done() || m.pool_set.find('\0') != std::string::npos) return std::nullopt;
   return m;
@@ -298,6 +307,13 @@ std::optional<PoolResponse> decode_pool_response(std::span<const uint8_t> payloa
         return std::nullopt;
       m.token.resize(token_len);
       r.raw(m.token.data(), token_len);
+      if (r.ok() && !r.done()) {  // the level extension
+        m.leveled = true;
+        m.levels = r.u32();
+        if (!r.ok() || (m.levels & ~((1u << kLevelsMax) - 1)) != 0 ||
+            (m.levels & level_bit(Durability::kPersistent)) == 0)
+          return std::nullopt;
+      }
     }
   }
   if (!r.done()) return std::nullopt;

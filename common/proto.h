@@ -56,13 +56,21 @@ inline constexpr uint16_t kMajor = 1;
 // pool after the service restarted, and is refused (kStale) when another
 // session opened the pool in between. A client sends epochs above 0 only
 // to a daemon of minor >= 6.
-inline constexpr uint16_t kMinor = 6;
+// Minor 7: durability levels. A pool request may carry the level the client
+// asks for its pool (PoolRequest's level extension, only towards a daemon
+// whose hello says minor >= 7, and only after the reopen extension); a pool
+// response carries the levels the target grants (PoolResponse's level
+// extension, for a client of minor >= 7, after the token extension), or
+// kNoLevel when it does not grant the level asked for. A lane request may
+// then carry kDataVisible, only on a session granted visible.
+inline constexpr uint16_t kMinor = 7;
 inline constexpr uint16_t kMinorKeepalive = 1;
 inline constexpr uint16_t kMinorStaged = 2;
 inline constexpr uint16_t kMinorLaneTls = 3;
 inline constexpr uint16_t kMinorBounded = 4;
 inline constexpr uint16_t kMinorSealed = 5;
 inline constexpr uint16_t kMinorResume = 6;
+inline constexpr uint16_t kMinorLevels = 7;
 
 inline constexpr size_t kFrameHeaderSize = 8;
 inline constexpr uint32_t kMaxControlPayload = 64 * 1024;
@@ -104,7 +112,10 @@ enum class Status : uint32_t {
   // Minor 6: a reopen whose token is not the pool's latest (another
   // session opened it since); sent only in reply to a reopen.
   kStale = 14,
-  kCount = 15,
+  // Minor 7: the durability level asked for is not granted (rpmemd's
+  // durability-visible is off); sent only to a client of minor >= 7.
+  kNoLevel = 15,
+  kCount = 16,
 };
 
 // Status -> errno on the client, and the fixed message for rpmem_errormsg().
@@ -126,6 +137,19 @@ constexpr const char *transport_name(TransportKind k) noexcept {
 }
 constexpr const char *method_name(PersistMethod m) noexcept {
   return m == PersistMethod::kApm ? "APM" : "GPSPM";
+}
+
+// How far an acknowledged byte has gone (rpma_flush's two types).
+// kPersistent: durable, it survives the target's power loss. kVisible: in
+// the target's memory (its page cache, RAM, CPU caches), where the pool's
+// own reads see it; it survives the death of the client and of rpmemd, and
+// is made persistent by a later persistent request of its lane, the pool's
+// close, or the target's write-back bound, whichever comes first.
+enum class Durability : uint32_t { kPersistent = 0, kVisible = 1 };
+inline constexpr uint32_t kLevelsMax = 2;
+constexpr uint32_t level_bit(Durability d) noexcept { return 1u << static_cast<uint32_t>(d); }
+constexpr const char *durability_name(Durability d) noexcept {
+  return d == Durability::kVisible ? "visible" : "persistent";
 }
 
 using Secret = std::array<uint8_t, kSecretSize>;
@@ -161,6 +185,11 @@ struct PoolRequest {  // kCreate / kOpen
   bool extended = false;
   bool reopen = false;
   SessionToken token{};
+  // The level extension (minor 7), after the reopen extension: u32 the
+  // pool's level. Sent only to a daemon of minor >= 7 (`leveled`, which
+  // needs `extended`); without it the pool is persistent.
+  bool leveled = false;
+  Durability durability = Durability::kPersistent;
 };
 
 inline constexpr uint32_t kPoolHasHeaders = 1;  // offsets below 4096 are the header
@@ -209,6 +238,12 @@ struct PoolResponse {  // kPoolResp
   // >= 6 (`tokened`, which needs `extended`); length 0: no token (ssh mode).
   bool tokened = false;
   Bytes token;
+  // The level extension (minor 7), after the token extension: u32 the
+  // levels the target grants this session (level_bit() mask, always with
+  // kPersistent). Sent only to a client of minor >= 7 (`leveled`, which
+  // needs `tokened`); without it only kPersistent is granted.
+  bool leveled = false;
+  uint32_t levels = level_bit(Durability::kPersistent);
 };
 
 struct SetAttrRequest {
@@ -357,6 +392,9 @@ constexpr DataOp data_op(wire::LaneOp op) noexcept {
   return DataOp::kRead;
 }
 inline constexpr uint8_t kDataRelaxed = 1;  // DataRequest::flags: no atomicity promise
+// ... the reply may come once the bytes are visible (minor 7, on a session
+// granted visible); without it, once they are persistent.
+inline constexpr uint8_t kDataVisible = 2;
 
 inline constexpr size_t kDataRequestSize = kRequestHeaderSize;
 inline constexpr size_t kDataReplySize = 16;

@@ -81,7 +81,8 @@ std::optional<DataRequest> decode_data_request(std::span<const uint8_t> b) {
   if (b.size() != kDataRequestSize) return std::nullopt;
   const auto h = decode_request_header(b.data());
   if (!h || h->op < static_cast<uint8_t>(DataOp::kPersist) ||
-      h->op > static_cast<uint8_t>(DataOp::kRead) || (h->flags & ~kDataRelaxed) != 0)
+      h->op > static_cast<uint8_t>(DataOp::kRead) ||
+      (h->flags & ~(kDataRelaxed | kDataVisible)) != 0)
     return std::nullopt;
   DataRequest m{static_cast<DataOp>(h->op), h->flags, h->offset, h->length};
   if (m.op == DataOp::kDrain && (m.offset != 0 || m.length != 0)) return std::nullopt;

@@ -24,16 +24,16 @@ typedef struct rpmem_pool RPMEMpool;
 #define RPMEM_POOL_USER_FLAGS_LEN 16
 
 struct rpmem_pool_attr {
-	char signature[RPMEM_POOL_HDR_SIG_LEN]; /* pool signature */
-	uint32_t major;				/* format major version number */
-	uint32_t compat_features;		/* mask: compatible "may" features */
-	uint32_t incompat_features;		/* mask: "must support" features */
-	uint32_t ro_compat_features;		/* mask: force RO if unsupported */
-	unsigned char poolset_uuid[RPMEM_POOL_HDR_UUID_LEN]; /* pool uuid */
-	unsigned char uuid[RPMEM_POOL_HDR_UUID_LEN]; /* first part uuid */
-	unsigned char next_uuid[RPMEM_POOL_HDR_UUID_LEN]; /* next pool uuid */
-	unsigned char prev_uuid[RPMEM_POOL_HDR_UUID_LEN]; /* prev pool uuid */
-	unsigned char user_flags[RPMEM_POOL_USER_FLAGS_LEN]; /* user flags */
+  char signature[RPMEM_POOL_HDR_SIG_LEN];              /* pool signature */
+  uint32_t major;                                      /* format major version number */
+  uint32_t compat_features;                            /* mask: compatible "may" features */
+  uint32_t incompat_features;                          /* mask: "must support" features */
+  uint32_t ro_compat_features;                         /* mask: force RO if unsupported */
+  unsigned char poolset_uuid[RPMEM_POOL_HDR_UUID_LEN]; /* pool uuid */
+  unsigned char uuid[RPMEM_POOL_HDR_UUID_LEN];         /* first part uuid */
+  unsigned char next_uuid[RPMEM_POOL_HDR_UUID_LEN];    /* next pool uuid */
+  unsigned char prev_uuid[RPMEM_POOL_HDR_UUID_LEN];    /* prev pool uuid */
+  unsigned char user_flags[RPMEM_POOL_USER_FLAGS_LEN]; /* user flags */
 };
 
 /*
@@ -42,13 +42,12 @@ struct rpmem_pool_attr {
  * ECONNRESET (ssh or rpmemd failed to start), or the target's status:
  * ENOENT, EACCES, EEXIST, EBUSY, EFBIG, EREMOTEIO, ECONNABORTED, EPROTO.
  */
-RPMEMpool *rpmem_create(const char *target, const char *pool_set_name,
-		void *pool_addr, size_t pool_size, unsigned *nlanes,
-		const struct rpmem_pool_attr *create_attr);
+RPMEMpool *rpmem_create(const char *target, const char *pool_set_name, void *pool_addr,
+                        size_t pool_size, unsigned *nlanes,
+                        const struct rpmem_pool_attr *create_attr);
 
-RPMEMpool *rpmem_open(const char *target, const char *pool_set_name,
-		void *pool_addr, size_t pool_size, unsigned *nlanes,
-		struct rpmem_pool_attr *open_attr);
+RPMEMpool *rpmem_open(const char *target, const char *pool_set_name, void *pool_addr,
+                      size_t pool_size, unsigned *nlanes, struct rpmem_pool_attr *open_attr);
 
 /* 0 on success; -1 with errno EINVAL, ECONNRESET or the target's status */
 int rpmem_set_attr(RPMEMpool *rpp, const struct rpmem_pool_attr *attr);
@@ -60,20 +59,30 @@ int rpmem_close(RPMEMpool *rpp);
 #define RPMEM_FLUSH_RELAXED (1U << 0)
 
 /*
+ * rpmem's durability levels for one call (not in PMDK; rpmem_persist(3)):
+ * acknowledged once visible in the target's memory, or once persistent.
+ * Without either a call takes the pool's level (RPMEM_DURABILITY, by
+ * default persistent); with both it fails with EINVAL. Where the target
+ * does not grant the visible level, a visible call is persistent.
+ */
+#define RPMEM_PERSIST_VISIBLE (1U << 1)
+#define RPMEM_PERSIST_PERSISTENT (1U << 2)
+#define RPMEM_FLUSH_VISIBLE (1U << 1)
+#define RPMEM_FLUSH_PERSISTENT (1U << 2)
+#define RPMEM_DRAIN_VISIBLE (1U << 1)
+#define RPMEM_DRAIN_PERSISTENT (1U << 2)
+
+/*
  * Data path: 0 on success; -1 with errno EINVAL (bad lane, range or flags;
  * the handle stays usable), ECONNRESET (the connection is lost; every later
  * call fails the same way) or EIO (the target could not make data durable).
  */
-int rpmem_flush(RPMEMpool *rpp, size_t offset, size_t length, unsigned lane,
-		unsigned flags);
+int rpmem_flush(RPMEMpool *rpp, size_t offset, size_t length, unsigned lane, unsigned flags);
 int rpmem_drain(RPMEMpool *rpp, unsigned lane, unsigned flags);
 
-int rpmem_persist(RPMEMpool *rpp, size_t offset, size_t length,
-		unsigned lane, unsigned flags);
-int rpmem_read(RPMEMpool *rpp, void *buff, size_t offset, size_t length,
-		unsigned lane);
-int rpmem_deep_persist(RPMEMpool *rpp, size_t offset, size_t length,
-		unsigned lane);
+int rpmem_persist(RPMEMpool *rpp, size_t offset, size_t length, unsigned lane, unsigned flags);
+int rpmem_read(RPMEMpool *rpp, void *buff, size_t offset, size_t length, unsigned lane);
+int rpmem_deep_persist(RPMEMpool *rpp, size_t offset, size_t length, unsigned lane);
 
 #define RPMEM_REMOVE_FORCE 0x1
 #define RPMEM_REMOVE_POOL_SET 0x2
@@ -86,8 +95,7 @@ int rpmem_remove(const char *target, const char *pool_set, int flags);
 #define RPMEM_MINOR_VERSION 3
 
 /* NULL when compatible, otherwise a message (thread-local buffer) */
-const char *rpmem_check_version(unsigned major_required,
-		unsigned minor_required);
+const char *rpmem_check_version(unsigned major_required, unsigned minor_required);
 
 /* the last error message of the calling thread; never NULL */
 const char *rpmem_errormsg(void);

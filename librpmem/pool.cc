@@ -129,6 +129,9 @@ proto::PoolRequest pool_request(const PoolArgs &args, const Settings &settings,
   req.pool_set = args.pool_set;
   if (args.create) req.attr = args.create_attr;
   req.extended = hello.minor >= proto::kMinorResume;  // it takes the reopen extension
+  // ... and the level extension; an older daemon's pools are persistent.
+  req.leveled = hello.minor >= proto::kMinorLevels;
+  if (settings.visible && req.leveled) req.durability = proto::Durability::kVisible;
   return req;
 }
 
@@ -276,6 +279,9 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   auto target = checked_target(args.target);
   if (!target) return EINVAL;
   Settings settings = Settings::from_env();
+  if (!settings.durability_bad.empty())
+    return fail(EINVAL, "RPMEM_DURABILITY: invalid value '" + settings.durability_bad +
+                            "' (persistent or visible)");
   uint32_t transports = client_transports(settings);
   if (!transports) return fail(ENOMEDIUM, "cannot find provider");
   std::unique_ptr<ControlChannel> channel;
@@ -291,6 +297,13 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   std::unique_ptr<Pool> pool(new Pool(std::move(settings), std::move(channel),
                                       static_cast<const uint8_t *>(args.addr), args.size));
   pool->has_headers_ = (resp.pool_flags & proto::kPoolHasHeaders) != 0;
+  pool->visible_granted_ = (resp.levels & proto::level_bit(proto::Durability::kVisible)) != 0;
+  pool->visible_pool_ = req.durability == proto::Durability::kVisible;
+  if (pool->settings_.visible && !req.leveled)
+    RPMEM_LOG_NOTICE(
+        "%s: RPMEM_DURABILITY=visible, but the target predates durability levels "
+        "(protocol %u.%u): the pool is persistent",
+        args.target.c_str(), hello.major, hello.minor);
   transport::InitiatorParams params =
       lane_params(*target, resp, hello, pool->settings_, pool->base_, args.size);
   auto security =

@@ -77,6 +77,9 @@ class Pool {
   int lane_result(std::error_code ec, const char *op, unsigned lane) noexcept;
   // persist and flush: `op` of [offset, +length) on `lane`, called `name`
   // in the messages.
+  // EINVAL for flags outside `allowed`, or both levels.
+  static int check_flags(unsigned flags, unsigned allowed) noexcept;
+  unsigned lane_flags(unsigned flags) const noexcept;
   int write_range(transport::DataOp op, const char *name, size_t offset, size_t length,
                   unsigned lane, unsigned flags) noexcept;
   // The target is lost for good: every lane fails now, every later call at
@@ -111,6 +114,11 @@ class Pool {
   const uint8_t *base_;
   size_t size_;
   bool has_headers_ = false;
+  // The levels (proto::Durability): the pool's own (RPMEM_DURABILITY), and
+  // whether the target grants visible at all; without the grant every call
+  // is persistent.
+  bool visible_pool_ = false;
+  std::atomic<bool> visible_granted_{false};
   std::atomic<int> error_{0};  // sticky: connection lost
   mutable std::mutex lost_mu_;
   std::string lost_why_;  // guarded by lost_mu_

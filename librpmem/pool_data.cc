@@ -6,7 +6,43 @@
 
 #include <cstring>
 
+#include "librpmem.h"
+
 namespace rpmem {
+
+namespace {
+
+// A call's level: RPMEM_*_VISIBLE, RPMEM_*_PERSISTENT or neither (the
+// pool's).
+static_assert(RPMEM_FLUSH_VISIBLE == RPMEM_PERSIST_VISIBLE &&
+              RPMEM_DRAIN_VISIBLE == RPMEM_PERSIST_VISIBLE &&
+              RPMEM_FLUSH_PERSISTENT == RPMEM_PERSIST_PERSISTENT &&
+              RPMEM_DRAIN_PERSISTENT == RPMEM_PERSIST_PERSISTENT);
+constexpr unsigned kLevels = RPMEM_PERSIST_VISIBLE | RPMEM_PERSIST_PERSISTENT;
+
+}  // namespace
+
+int Pool::check_flags(unsigned flags, unsigned allowed) noexcept {
+  if ((flags & ~allowed) != 0) {
+    set_errormsg("invalid flags (0x%x)", flags);
+    return EINVAL;
+  }
+  if ((flags & kLevels) == kLevels) {
+    set_errormsg("invalid flags (0x%x): both the visible and the persistent level", flags);
+    return EINVAL;
+  }
+  return 0;
+}
+
+// The lane's flags for a call's: visible where the call (or, without a
+// level of its own, the pool) asks for it and the target grants it.
+unsigned Pool::lane_flags(unsigned flags) const noexcept {
+  const bool visible = (flags & RPMEM_PERSIST_VISIBLE) != 0 ||
+                       ((flags & RPMEM_PERSIST_PERSISTENT) == 0 && visible_pool_);
+  return ((flags & RPMEM_PERSIST_RELAXED) ? transport::kWriteRelaxed : 0) |
+         (visible && visible_granted_.load(std::memory_order_relaxed) ? transport::kWriteVisible
+                                                                      : 0);
+}
 
 int Pool::check(size_t offset, size_t length, unsigned lane, bool guard_header) noexcept {
   if (guard_header && has_headers_ && offset < kPoolHdrSize && length > 0) {
@@ -51,13 +87,10 @@ int Pool::lane_result(std::error_code ec, const char *op, unsigned lane) noexcep
 
 int Pool::write_range(transport::DataOp op, const char *name, size_t offset, size_t length,
                       unsigned lane, unsigned flags) noexcept {
-  if (flags & ~1u) {
-    set_errormsg("invalid flags (0x%x)", flags);
-    return EINVAL;
-  }
+  if (int err = check_flags(flags, RPMEM_PERSIST_RELAXED | kLevels)) return err;
   if (int err = check(offset, length, lane, true)) return err;
   if (length == 0) return 0;
-  return lane_result(lanes_[lane]->write(op, offset, length, flags != 0), name, lane);
+  return lane_result(lanes_[lane]->write(op, offset, length, lane_flags(flags)), name, lane);
 }
 
 int Pool::persist(size_t offset, size_t length, unsigned lane, unsigned flags) noexcept {
@@ -72,7 +105,7 @@ int Pool::deep_persist(size_t offset, size_t length, unsigned lane) noexcept {
     return check(offset, length, lane, true);  // the header, or a lost connection
   int err = check(offset, length, lane, false);
   if (err == 0 && length > 0)
-    err = lane_result(lanes_[lane]->write(transport::DataOp::kDeepPersist, offset, length, false),
+    err = lane_result(lanes_[lane]->write(transport::DataOp::kDeepPersist, offset, length, 0),
                       "persist", lane);
   if (err != 0) set_errormsg("persist operation failed");
   return err;
@@ -83,12 +116,9 @@ int Pool::flush(size_t offset, size_t length, unsigned lane, unsigned flags) noe
 }
 
 int Pool::drain(unsigned lane, unsigned flags) noexcept {
-  if (flags != 0) {
-    set_errormsg("invalid flags (0x%x)", flags);
-    return EINVAL;
-  }
+  if (int err = check_flags(flags, kLevels)) return err;
   if (int err = check(0, 0, lane, false)) return err;
-  return lane_result(lanes_[lane]->drain(), "drain", lane);
+  return lane_result(lanes_[lane]->drain(lane_flags(flags)), "drain", lane);
 }
 
 int Pool::read(void *buf, size_t offset, size_t length, unsigned lane) noexcept {

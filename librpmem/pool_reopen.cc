@@ -123,7 +123,9 @@ ReopenTry reopen_once(const TargetAddress &target, const Settings &settings,
     return t;
   }
   std::optional<proto::PoolResponse> resp;
-  if (auto ec = ch.send(proto::encode(MsgType::kOpen, req), step)) {
+  proto::PoolRequest sent = req;
+  sent.leveled = req.leveled && hello->minor >= proto::kMinorLevels;
+  if (auto ec = ch.send(proto::encode(MsgType::kOpen, sent), step)) {
     t.why = "sending the open request: " + ec.message();
     return t;
   }
@@ -190,6 +192,10 @@ bool Pool::take_reopened(ReopenTry &t, int &hangup, std::string &why) {
     return false;
   }
   r.token = resp.token;
+  // A service that no longer grants the visible level: every call is
+  // persistent from now on (a stronger promise, never a weaker one).
+  if ((resp.levels & proto::level_bit(proto::Durability::kVisible)) == 0)
+    visible_granted_.store(false);
   r.route->set(where);
   OPENSSL_cleanse(where.master.data(), where.master.size());
   const int fd = t.channel->hangup_fd();

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace rpmem {
@@ -75,6 +76,12 @@ Settings Settings::from_env() {
   if (const char *v = env("RPMEM_TLS_CERT")) s.tls_cert = v;
   if (const char *v = env("RPMEM_TLS_KEY")) s.tls_key = v;
   if (const char *v = env("RPMEM_TLS_CA")) s.tls_ca = v;
+  if (const char *v = env("RPMEM_DURABILITY"); v && *v) {
+    if (std::strcmp(v, "visible") == 0)
+      s.visible = true;
+    else if (std::strcmp(v, "persistent") != 0)
+      s.durability_bad = v;
+  }
   if (const char *v = env("RPMEM_TIMEOUT")) {
     char *end = nullptr;
     double secs = std::strtod(v, &end);

@@ -42,6 +42,11 @@ struct Settings {
   // RPMEM_DATA_SEAL (default 1): encrypted lanes may be sealed AES-GCM
   // frames rather than TLS, where the daemon offers them; 0: TLS only.
   bool data_seal = true;
+  // RPMEM_DURABILITY: the pool's level, persistent (the default) or
+  // visible; `durability_bad` holds any other value (create and open then
+  // fail with EINVAL).
+  bool visible = false;
+  std::string durability_bad;
 
   static Settings from_env();
   std::chrono::milliseconds control_timeout() const {

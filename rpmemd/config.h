@@ -73,6 +73,11 @@ struct Config {
   DataTls data_tls{};
   // Encrypted lanes are sealed frames for a client that can seal (data-seal).
   bool data_seal{};
+  // The visible durability level is granted to a client that asks for it
+  // (durability-visible); its bytes are written back at the latest
+  // visible_writeback_ms after they were acknowledged (visible-writeback).
+  bool durability_visible{};
+  unsigned visible_writeback_ms{};
 
   // Service mode: a long-running daemon on a TCP port, mutual TLS on the
   // control channel; a client certificate's common name CN may use the pool

@@ -186,6 +186,19 @@ inline constexpr Option kOptions[] = {
     {"data-seal", 0, true, Kind::kText, "<yes|no>", 0, 0, "yes", yes_no<&Config::data_seal>,
      "encrypted lanes as sealed AES-GCM frames for a client that can (yes) or always TLS (no)",
      nullptr},
+    // yes: only a client that asks for it (RPMEM_DURABILITY=visible, or a
+    // call's flag) gets it, and what it gets is bounded by visible-writeback;
+    // no: for a target whose every byte must be persistent when acknowledged.
+    {"durability-visible", 0, true, Kind::kText, "<yes|no>", 0, 0, "yes",
+     yes_no<&Config::durability_visible>,
+     "grant the visible durability level (acknowledged in memory) to clients that ask", nullptr},
+    // 5 s: the period of the kernel's own flusher (dirty_writeback_centisecs),
+    // which writes back only pages dirty for 30 s; what a user who keeps a
+    // replica for availability may lose at the target's power cut.
+    {"visible-writeback", 0, true, Kind::kNumber, "<ms>", 10, 600000, "5000",
+     number<&Config::visible_writeback_ms>,
+     "visible bytes are made persistent at the latest this long after their acknowledgement",
+     nullptr},
     {"help", 'h', false, Kind::kFlag, "", 0, 0, nullptr, yes_no<&Config::help>,
      "display help message and exit", nullptr},
     {"version", 'V', false, Kind::kFlag, "", 0, 0, nullptr, yes_no<&Config::version>,

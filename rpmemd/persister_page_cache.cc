@@ -3,7 +3,9 @@
 // enough): a persist writes the pages back to the disk (msync), whole writes
 // go through the part files (pwritev2, RWF_DSYNC when durable), and a NIC's
 // writes into the mapping would never dirty a page, so it may not write
-// there.
+// there. Visible bytes (written without a sync, or stored into the mapping)
+// are counted, and the first persistent call after them, a write-back
+// they are old enough for, or the close writes the whole pool back.
 #include "common/error.h"
 #include "common/log.h"
 #include "rpmemd/persister.h"
@@ -14,8 +16,11 @@
 #include <sys/uio.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <mutex>
 
 namespace rpmemd {
 namespace {
@@ -23,14 +28,16 @@ namespace {
 using rpmem::errc;
 using rpmem::last_errc;
 
-// name, noun, description, GPSPM's flush, NIC writes, waits for a device, APM sound
+// name, noun, description, GPSPM's flush, NIC writes, waits for a device, APM sound,
+// visible cheaper
 constexpr MediumTraits kPageCache{"disk",
                                   "a file in the page cache",
                                   "a file in the page cache, written back to its disk on persist",
                                   "pmem_msync",
                                   false,
                                   true,
-                                  false};
+                                  false,
+                                  true};
 
 class PageCachePersister final : public Persister {
  public:
@@ -39,6 +46,7 @@ class PageCachePersister final : public Persister {
   const MediumTraits &traits() const noexcept override { return kPageCache; }
   std::error_code persist(size_t offset, size_t len, bool) noexcept override {
     if (len == 0) return {};
+    if (unpersisted()) return write_back_all();  // the range with the visible bytes
     // pmem_msync aligns the range down to a page boundary itself.
     if (pmem_msync(base_ + offset, len) != 0) {
       RPMEM_LOG_ERR("msync of [%zu, +%zu) failed: %s", offset, len, last_errc().message().c_str());
@@ -48,7 +56,9 @@ class PageCachePersister final : public Persister {
   }
   std::error_code write_durable(size_t offset, const uint8_t *src, size_t len,
                                 bool) noexcept override {
-    return write_parts(offset, src, len, RWF_DSYNC);
+    if (!unpersisted()) return write_parts(offset, src, len, RWF_DSYNC);
+    if (auto ec = write_parts(offset, src, len, 0)) return ec;
+    return write_back_all();
   }
   std::error_code write_posted(size_t offset, const uint8_t *src, size_t len) noexcept override {
     return write_parts(offset, src, len, 0);
@@ -56,19 +66,70 @@ class PageCachePersister final : public Persister {
   std::error_code persist_mapped(void *addr, size_t len) noexcept override {
     return pmem_msync(addr, len) == 0 ? std::error_code{} : errc(EIO);
   }
-  std::error_code sync_all() noexcept override {
-    if (::msync(base_, size_, MS_SYNC) == 0) return {};
-    auto ec = last_errc();
-    RPMEM_LOG_ERR("msync of the pool on close failed: %s", ec.message().c_str());
+  std::error_code sync_all() noexcept override { return write_back_all(); }
+
+  std::error_code write_visible(size_t offset, const uint8_t *src, size_t len) noexcept override {
+    auto ec = write_parts(offset, src, len, 0);
+    if (!ec) noted();
     return ec;
+  }
+  std::error_code made_visible(size_t, size_t len) noexcept override {
+    if (len != 0) noted();
+    return {};
+  }
+  std::error_code persist_visible() noexcept override {
+    return unpersisted() ? write_back_all() : std::error_code{};
+  }
+  std::error_code write_back(std::chrono::nanoseconds older_than) noexcept override {
+    const int64_t since = oldest_ns_.load();
+    if (since == 0 || now_ns() - since < older_than.count()) return {};
+    return write_back_all();
+  }
+  std::chrono::nanoseconds unpersisted_age() const noexcept override {
+    const int64_t since = oldest_ns_.load();
+    return std::chrono::nanoseconds(since == 0 ? 0 : std::max<int64_t>(1, now_ns() - since));
   }
 
  private:
+  static int64_t now_ns() noexcept {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  // A visible write is done: counted, and the oldest one timed.
+  void noted() noexcept {
+    visible_.fetch_add(1);
+    int64_t none = 0;
+    oldest_ns_.compare_exchange_strong(none, now_ns());
+  }
+  bool unpersisted() const noexcept { return synced_.load() < visible_.load(); }
+  // Every visible byte noted before this call is durable when it returns 0.
+  // The time is cleared first and the count read after: a write noted
+  // meanwhile is timed again, and counted below `upto` only if the msync
+  // that follows covers it.
+  std::error_code write_back_all() noexcept {
+    std::lock_guard lock(write_back_mu_);
+    oldest_ns_.store(0);
+    const uint64_t upto = visible_.load();
+    if (::msync(base_, size_, MS_SYNC) != 0) {
+      auto ec = last_errc();
+      RPMEM_LOG_ERR("msync of the whole pool failed: %s", ec.message().c_str());
+      int64_t none = 0;
+      oldest_ns_.compare_exchange_strong(none, now_ns());  // still to do
+      return errc(EIO);
+    }
+    if (synced_.load() < upto) synced_.store(upto);
+    return {};
+  }
   std::error_code write_parts(size_t offset, const uint8_t *src, size_t len, int flags) noexcept;
 
   uint8_t *base_;
   size_t size_;
   const std::vector<MappedPart> &parts_;
+  std::atomic<uint64_t> visible_{0};   // visible writes noted
+  std::atomic<uint64_t> synced_{0};    // of which durable
+  std::atomic<int64_t> oldest_ns_{0};  // steady clock of the oldest not durable; 0: none
+  std::mutex write_back_mu_;
 };
 
 // Through the file, not the mapping: a page written through the mapping

@@ -8,10 +8,16 @@
 namespace rpmemd {
 namespace {
 
-// name, noun, description, GPSPM's flush, NIC writes, waits for a device, APM sound
-constexpr MediumTraits kRam{
-    "ram", "a file in RAM", "a file in RAM (tmpfs): durable as RAM is", "pmem_msync", true, false,
-    false};
+// name, noun, description, GPSPM's flush, NIC writes, waits for a device, APM sound,
+// visible cheaper
+constexpr MediumTraits kRam{"ram",
+                            "a file in RAM",
+                            "a file in RAM (tmpfs): durable as RAM is",
+                            "pmem_msync",
+                            true,
+                            false,
+                            false,
+                            false};
 
 class RamPersister final : public Persister {
  public:

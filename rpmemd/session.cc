@@ -38,6 +38,8 @@ SessionParams session_params(const Config &config) {
   p.max_lanes = config.max_lanes;
   p.data_tls = config.data_tls;
   p.data_seal = config.data_seal;
+  p.durability_visible = config.durability_visible;
+  p.visible_writeback = std::chrono::milliseconds(config.visible_writeback_ms);
   p.target.nthreads = config.nthreads;
   p.target.verbs_window = config.verbs_window;
   p.target.verbs_windows_always = config.verbs_windows_always;
@@ -77,6 +79,7 @@ void Session::release(bool remove) noexcept {
   if (target_) target_->stop();
   if (target_ && params_.status) params_.status->pool_closed();
   target_.reset();
+  write_back_.reset();  // before the pool's own write-back at its close
   grant_.release();
   view_.reset();
   if (!pool_) return;

@@ -13,6 +13,7 @@
 #include "rpmemd/lane_security.h"
 #include "rpmemd/pool_store.h"
 #include "rpmemd/status.h"
+#include "rpmemd/write_back.h"
 
 #include <atomic>
 #include <chrono>
@@ -43,6 +44,11 @@ struct SessionParams {
   unsigned max_lanes = 0;  // granted at most (Config::max_lanes)
   DataTls data_tls = DataTls::kAllow;
   bool data_seal = true;
+  // The visible durability level: granted to a client of protocol minor 7
+  // that asks for it, and written back at the latest `visible_writeback`
+  // after its acknowledgement.
+  bool durability_visible = true;
+  std::chrono::milliseconds visible_writeback{5000};
   // Service mode: the control channel's TLS exporter
   // (SSL_export_keying_material with `label` and `context`), whence sealed
   // lanes take their master key. Empty: ssh mode, where the key is random
@@ -107,6 +113,7 @@ class Session {
                              proto::TransportKind &kind);
   void issue_token(const proto::PoolRequest &req, const std::string &poolset_path,
                    proto::PoolResponse &resp);
+  proto::Status grant_levels(const proto::PoolRequest &req);
   static void count_reopened() noexcept;
   std::error_code handle_set_attr(const proto::Bytes &payload);
   std::error_code handle_close(const proto::Bytes &payload);
@@ -122,14 +129,16 @@ class Session {
   std::unique_ptr<MappedPool> pool_;
   std::unique_ptr<rpmem::transport::TargetPool> view_;  // the client's range of pool_
   std::unique_ptr<rpmem::transport::Target> target_;
-  SessionInBudget in_budget_;  // counted in the process's descriptor budget
-  LaneGrant grant_;            // the open pool's lanes
-  int idle_fd_ = -1;           // timerfd: the control channel's silence bound
-  bool keepalives_ = false;    // the client sends them: silence ends the session
+  std::unique_ptr<WriteBack> write_back_;  // the visible bytes' bound, where they cost less
+  SessionInBudget in_budget_;              // counted in the process's descriptor budget
+  LaneGrant grant_;                        // the open pool's lanes
+  int idle_fd_ = -1;                       // timerfd: the control channel's silence bound
+  bool keepalives_ = false;                // the client sends them: silence ends the session
   bool created_ = false;
   std::string pool_set_;    // the name the open pool was created/opened by
   std::string token_path_;  // its pool set file, when it has a session token
   bool apm_ = false;        // the open pool is served with APM (verbs only)
+  bool visible_ = false;    // the open pool's session is granted the visible level
 };
 
 // Blocks SIGTERM and SIGINT in the calling thread, so that every thread

@@ -217,6 +217,34 @@ void Session::issue_token(const proto::PoolRequest &req, const std::string &pool
                    req.pool_set.c_str(), tec.message().c_str());
 }
 
+// The visible level, for a client that can ask for it (minor 7) where this
+// daemon grants it: where it costs less than persistent, only with the
+// thread that bounds how long its bytes stay in memory.
+Status Session::grant_levels(const proto::PoolRequest &req) {
+  visible_ = params_.durability_visible && req.minor >= proto::kMinorLevels;
+  if (visible_ && view_->traits().visible_cheaper) {
+    try {
+      write_back_ = std::make_unique<WriteBack>(pool_->persister(), params_.visible_writeback);
+    } catch (const std::system_error &e) {
+      RPMEM_LOG_ERR("no write-back thread for the visible level: %s", e.what());
+      if (req.durability == proto::Durability::kVisible) return Status::kFatal;
+      visible_ = false;
+    }
+  }
+  view_->grant_visible(visible_);
+  if (req.durability == proto::Durability::kVisible && view_->traits().visible_cheaper)
+    RPMEM_LOG_NOTICE(
+        "durability: visible (acknowledged in %s, persistent at the latest %lld ms "
+        "later)",
+        view_->traits().noun, static_cast<long long>(params_.visible_writeback.count()));
+  else if (req.durability == proto::Durability::kVisible)
+    RPMEM_LOG_NOTICE("durability: visible (%s: acknowledged persistent, at no extra cost)",
+                     view_->traits().noun);
+  else
+    RPMEM_LOG_NOTICE("durability: persistent%s", visible_ ? " (visible calls granted)" : "");
+  return Status::kSuccess;
+}
+
 rpmem::transport::TargetParams Session::target_params(const proto::PoolRequest &req,
                                                       const proto::Secret &secret,
                                                       unsigned nlanes) const {
@@ -246,6 +274,12 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   uint32_t offered = 0;
   rpmem::PoolAttr attr = req.attr;
   if (Status s = check_request(req, security, offered, resp); s != Status::kSuccess) return s;
+  if (req.durability == proto::Durability::kVisible && !params_.durability_visible) {
+    RPMEM_LOG_ERR(
+        "the client asks for the visible durability level, which this daemon does not "
+        "grant (durability-visible is no)");
+    return Status::kNoLevel;
+  }
   if (Status s = open_pool(create, req, attr); s != Status::kSuccess) return s;
   auto undo = [&](Status s) {
     release(create);
@@ -267,6 +301,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   view_ = std::make_unique<rpmem::transport::TargetPool>(
       pool_->base(), req.pool_size, pool_->has_headers() ? rpmem::kPoolHdrSize : 0,
       pool_->persister());
+  if (Status s = grant_levels(req); s != Status::kSuccess) return undo(s);
   rpmem::transport::TargetParams tp = target_params(req, resp.secret, nlanes);
   if (Status s = key_lanes(security, tp, resp); s != Status::kSuccess) return undo(s);
   proto::TransportKind kind{};
@@ -280,7 +315,11 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     info.transport = proto::lanes_name(kind, security.lane_flags());
     info.medium = view_->traits().name;
     info.method = proto::method_name(target_->persist_method());
-    params_.status->pool_opened(info, tp.counters);
+    info.durability = proto::durability_name(req.durability);
+    rpmem::transport::Persister &persister = pool_->persister();
+    params_.status->pool_opened(info, tp.counters, [&persister] {
+      return static_cast<int64_t>(persister.unpersisted_age().count());
+    });
   }
   resp.nlanes = nlanes;
   resp.port = target_->port();
@@ -291,6 +330,10 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   resp.attr = create ? rpmem::PoolAttr{} : attr;
   resp.provider_data = target_->provider_data();
   issue_token(req, poolset_path, resp);
+  if (req.minor >= proto::kMinorLevels) {  // the level extension, after a token (maybe empty)
+    resp.tokened = resp.leveled = true;
+    if (visible_) resp.levels |= proto::level_bit(proto::Durability::kVisible);
+  }
   log_response({create, resp.port, kind, pool_->size(), nlanes, apm_, security.sealed, security.tls,
                 static_cast<bool>(params_.export_keying_material),
                 static_cast<bool>(params_.cert_lanes)});

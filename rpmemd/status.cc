@@ -19,17 +19,20 @@ using rpmem::transport::kLatencyBuckets;
 using rpmem::transport::LaneTotals;
 
 void SessionStatus::pool_opened(const PoolInfo &info,
-                                std::shared_ptr<rpmem::transport::TargetCounters> c) {
+                                std::shared_ptr<rpmem::transport::TargetCounters> c,
+                                std::function<int64_t()> unpersisted_ns) {
   std::lock_guard lock(mu_);
   pool_ = info;
   open_ = true;
   counters_ = std::move(c);
+  unpersisted_ns_ = std::move(unpersisted_ns);
 }
 
 void SessionStatus::pool_closed() {
   std::lock_guard lock(mu_);
   closed_ = totals_locked();
   counters_.reset();
+  unpersisted_ns_ = nullptr;
   open_ = false;
 }
 
@@ -55,6 +58,7 @@ SessionStatus::View SessionStatus::view() const {
   v.open = open_;
   v.pool = pool_;
   v.totals = totals_locked();
+  if (unpersisted_ns_) v.unpersisted_ns = unpersisted_ns_();
   // Over the last 10 s of samples; in a session's first second, since it began.
   int64_t t0 = started_ns_, t1 = rpmem::transport::LaneCounters::now_ns();
   uint64_t c0 = 0, c1 = v.totals.calls();
@@ -117,6 +121,29 @@ std::string json_quantile(const LaneTotals &t, double q) {
   return format("%g", static_cast<double>(ns) / 1e9);
 }
 
+// The durability levels' metrics: bytes acknowledged at each level, by
+// client, and the age of the oldest visible byte not persistent yet.
+void render_levels(const StatusSnapshot &s, const std::map<std::string, LaneTotals> &by_client,
+                   std::string &o) {
+  auto head = [&](const char *name, const char *type, const char *help) {
+    o += format("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+  };
+  head("rpmemd_bytes_acknowledged_total", "counter",
+       "Bytes of persists and flushes acknowledged, by client and durability level.");
+  for (const auto &[cn, t] : by_client) {
+    const uint64_t written = t.persisted_bytes + t.flushed_bytes;
+    o += format("rpmemd_bytes_acknowledged_total{client=\"%s\",level=\"persistent\"} %" PRIu64 "\n",
+                label(cn).c_str(), written - std::min(written, t.visible_bytes));
+    o += format("rpmemd_bytes_acknowledged_total{client=\"%s\",level=\"visible\"} %" PRIu64 "\n",
+                label(cn).c_str(), t.visible_bytes);
+  }
+  int64_t oldest = 0;
+  for (const auto &v : s.sessions) oldest = std::max(oldest, v.unpersisted_ns);
+  head("rpmemd_visible_unpersisted_seconds", "gauge",
+       "Age of the oldest byte acknowledged visible and not persistent yet, over every session.");
+  o += format("rpmemd_visible_unpersisted_seconds %.3f\n", static_cast<double>(oldest) / 1e9);
+}
+
 }  // namespace
 
 std::string render_text(const StatusSnapshot &s) {
@@ -131,18 +158,23 @@ std::string render_text(const StatusSnapshot &s) {
     if (v.pool.pool_set.empty()) {
       o += ", no pool open";
     } else {
-      o += format(", %s%s, lanes %u/%u asked, %s, %s, %s", v.pool.pool_set.c_str(),
+      o += format(", %s%s, lanes %u/%u asked, %s, %s, %s, %s", v.pool.pool_set.c_str(),
                   v.open ? "" : " (closed)", v.pool.lanes_granted, v.pool.lanes_asked,
-                  v.pool.transport.c_str(), v.pool.medium.c_str(), v.pool.method.c_str());
+                  v.pool.transport.c_str(), v.pool.medium.c_str(), v.pool.method.c_str(),
+                  v.pool.durability.c_str());
     }
     o += format("; persisted %" PRIu64 " B in %" PRIu64 " calls, flushed %" PRIu64 " B in %" PRIu64
                 ", %" PRIu64 " drains, read %" PRIu64 " B in %" PRIu64 ", %" PRIu64
-                " failed, %" PRIu64
-                " lanes back; %.1f calls/s; persist p50 %s, p99 %s;"
+                " failed, %" PRIu64 " lanes back; acknowledged visible %" PRIu64
+                " B, the oldest not persistent yet %s; %.1f calls/s; persist p50 %s, p99 %s;"
                 " last request %s\n",
                 t.persisted_bytes, t.persists, t.flushed_bytes, t.flushes, t.drains, t.read_bytes,
-                t.reads, t.failed, t.lanes_back, v.calls_per_s,
-                bound_text(t.quantile_ns(0.5)).c_str(), bound_text(t.quantile_ns(0.99)).c_str(),
+                t.reads, t.failed, t.lanes_back, t.visible_bytes,
+                v.unpersisted_ns
+                    ? format("%.3f s", static_cast<double>(v.unpersisted_ns) / 1e9).c_str()
+                    : "none",
+                v.calls_per_s, bound_text(t.quantile_ns(0.5)).c_str(),
+                bound_text(t.quantile_ns(0.99)).c_str(),
                 t.last_ns ? (seconds_since(s.now_ns, t.last_ns) + " ago").c_str() : "none");
   }
   o += "caps (in use / at most):\n";
@@ -173,6 +205,9 @@ std::string render_json(const StatusSnapshot &s) {
          "\"transport\":" + json_string(v.pool.transport) +
          ",\"medium\":" + json_string(v.pool.medium) +
          ",\"persist_method\":" + json_string(v.pool.method) +
+         ",\"durability\":" + json_string(v.pool.durability) +
+         format(",\"bytes_acknowledged_visible\":%" PRIu64 ",\"unpersisted_seconds\":%.3f",
+                t.visible_bytes, static_cast<double>(v.unpersisted_ns) / 1e9) +
          format(",\"persists\":%" PRIu64 ",\"bytes_persisted\":%" PRIu64 ",\"flushes\":%" PRIu64
                 ",\"bytes_flushed\":%" PRIu64 ",\"drains\":%" PRIu64 ",\"reads\":%" PRIu64
                 ",\"bytes_read\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"lanes_back\":%" PRIu64
@@ -249,6 +284,7 @@ std::string render_metrics(const StatusSnapshot &s) {
              {{nullptr, &LaneTotals::flushed_bytes}});
   per_client("rpmemd_bytes_read_total", "Bytes of reads served, by client.",
              {{nullptr, &LaneTotals::read_bytes}});
+  render_levels(s, by_client, o);
 
   head("rpmemd_persist_seconds", "histogram",
        "Time from a persist's or drain's request to its reply, on the daemon.");

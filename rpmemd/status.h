@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -24,9 +25,10 @@ namespace rpmemd {
 struct PoolInfo {
   std::string pool_set;
   unsigned lanes_asked = 0, lanes_granted = 0;
-  std::string transport;  // proto::lanes_name(): "tcp", "tcp+tls", "tcp+sealed", "verbs"
-  std::string medium;     // "pmem", "disk", "ram"
-  std::string method;     // "GPSPM", "APM"
+  std::string transport;   // proto::lanes_name(): "tcp", "tcp+tls", "tcp+sealed", "verbs"
+  std::string medium;      // "pmem", "disk", "ram"
+  std::string method;      // "GPSPM", "APM"
+  std::string durability;  // the pool's level, proto::durability_name()
 };
 
 // Thread-safety: pool_opened()/pool_closed() on the session's thread, the
@@ -39,7 +41,11 @@ class SessionStatus {
       : id_(id), cn_(std::move(cn)), peer_(std::move(peer)), started_ns_(started_ns) {}
 
   // The pool is open and its lanes count into `counters`.
-  void pool_opened(const PoolInfo &info, std::shared_ptr<rpmem::transport::TargetCounters> c);
+  // `unpersisted_ns` tells how old its oldest visible byte not yet durable
+  // is (0: none); it is called under the status's lock, and not after
+  // pool_closed().
+  void pool_opened(const PoolInfo &info, std::shared_ptr<rpmem::transport::TargetCounters> c,
+                   std::function<int64_t()> unpersisted_ns = {});
   // It is closed: what its lanes did stays in the session's totals.
   void pool_closed();
 
@@ -51,6 +57,7 @@ class SessionStatus {
     PoolInfo pool;
     rpmem::transport::LaneTotals totals;  // this session's lanes, since it began
     double calls_per_s = 0;               // over the last 10 s (or since it began)
+    int64_t unpersisted_ns = 0;           // age of its oldest visible byte not durable yet
   };
   // Called once a second by the loop: the counters' sums then, for the
   // rate over the last 10 s.
@@ -67,6 +74,7 @@ class SessionStatus {
   PoolInfo pool_;
   bool open_ = false;
   std::shared_ptr<rpmem::transport::TargetCounters> counters_;
+  std::function<int64_t()> unpersisted_ns_;
   rpmem::transport::LaneTotals closed_;               // of the pools closed before
   std::deque<std::pair<int64_t, uint64_t>> samples_;  // (time, calls), 11 at most
 };

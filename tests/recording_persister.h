@@ -24,17 +24,27 @@ using rpmem::transport::MediumTraits;
 
 // A file in the page cache (a NIC may not write into it) whose persists do
 // not wait for a device: what a test of the bounded and staged paths needs.
-inline constexpr MediumTraits kRecordedFile{
-    "disk", "a file in the page cache", "a file in the page cache", "pmem_msync", false, false,
-    false};
+inline constexpr MediumTraits kRecordedFile{"disk",
+                                            "a file in the page cache",
+                                            "a file in the page cache",
+                                            "pmem_msync",
+                                            false,
+                                            false,
+                                            false,
+                                            true};
 // The same on a disk: payloads come as whole durable or posted writes.
-inline constexpr MediumTraits kRecordedDisk{
-    "disk", "a file in the page cache", "a file in the page cache", "pmem_msync", false, true,
-    false};
-inline constexpr MediumTraits kRecordedRam{
-    "ram", "a file in RAM", "a file in RAM", "pmem_msync", true, false, false};
+inline constexpr MediumTraits kRecordedDisk{"disk",
+                                            "a file in the page cache",
+                                            "a file in the page cache",
+                                            "pmem_msync",
+                                            false,
+                                            true,
+                                            false,
+                                            true};
+inline constexpr MediumTraits kRecordedRam{"ram", "a file in RAM", "a file in RAM", "pmem_msync",
+                                           true,  false,           false,           false};
 inline constexpr MediumTraits kRecordedPmem{
-    "pmem", "persistent memory", "persistent memory", "pmem_persist", true, false, true};
+    "pmem", "persistent memory", "persistent memory", "pmem_persist", true, false, true, false};
 
 class RecordingPersister final : public rpmem::transport::Persister {
  public:
@@ -79,8 +89,32 @@ class RecordingPersister final : public rpmem::transport::Persister {
   }
   std::error_code persist_mapped(void *, size_t) noexcept override { return {}; }
   std::error_code sync_all() noexcept override { return {}; }
+  // The visible level, where it costs less (medium.visible_cheaper):
+  // recorded apart from the persists; elsewhere the persistent calls.
+  std::error_code write_visible(size_t offset, const uint8_t *src,
+                                size_t length) noexcept override {
+    if (!medium.visible_cheaper) return write_durable(offset, src, length, false);
+    std::lock_guard lock(mu_);
+    std::memcpy(base_ + offset, src, length);
+    visible_.push_back({offset, length, false});
+    return {};
+  }
+  std::error_code made_visible(size_t offset, size_t length) noexcept override {
+    if (!medium.visible_cheaper) return persist(offset, length, false);
+    std::lock_guard lock(mu_);
+    visible_.push_back({offset, length, false});
+    return {};
+  }
+  std::error_code persist_visible() noexcept override {
+    ++visible_persisted;
+    return {};
+  }
 
-  std::atomic<unsigned> durable_writes{0}, posted_writes{0};
+  std::atomic<unsigned> durable_writes{0}, posted_writes{0}, visible_persisted{0};
+  std::vector<Call> visible() {
+    std::lock_guard lock(mu_);
+    return visible_;
+  }
 
   // Every later persist and durable write fails with err (0: none fails).
   void fail_with(int err) {
@@ -126,6 +160,7 @@ class RecordingPersister final : public rpmem::transport::Persister {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Call> calls_;
+  std::vector<Call> visible_;
   unsigned entered_ = 0;
   int fail_ = 0;
   bool hold_ = false;

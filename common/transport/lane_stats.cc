@@ -15,6 +15,7 @@ LaneTotals &LaneTotals::operator+=(const LaneTotals &o) noexcept {
   drains += o.drains;
   reads += o.reads;
   read_bytes += o.read_bytes;
+  visible_bytes += o.visible_bytes;
   failed += o.failed;
   lanes_back += o.lanes_back;
   served_ns += o.served_ns;
@@ -77,6 +78,7 @@ void LaneCounters::add_to(LaneTotals &t) const noexcept {
   t.drains += get(drains_);
   t.reads += get(reads_);
   t.read_bytes += get(read_bytes_);
+  t.visible_bytes += get(visible_bytes_);
   t.failed += get(failed_);
   t.served_ns += get(served_ns_);
   t.last_ns = std::max(t.last_ns, last_ns_.load(std::memory_order_relaxed));

@@ -42,10 +42,11 @@ struct LaneTotals {
   uint64_t flushes = 0, flushed_bytes = 0;     // posted writes, durable at a drain
   uint64_t drains = 0;
   uint64_t reads = 0, read_bytes = 0;
-  uint64_t failed = 0;      // requests answered with an error status
-  uint64_t lanes_back = 0;  // lanes that connected again within their session
-  int64_t last_ns = 0;      // steady clock of the latest request; 0: none yet
-  uint64_t served_ns = 0;   // sum of the persists' and drains' service times
+  uint64_t visible_bytes = 0;  // of persisted and flushed: acknowledged visible
+  uint64_t failed = 0;         // requests answered with an error status
+  uint64_t lanes_back = 0;     // lanes that connected again within their session
+  int64_t last_ns = 0;         // steady clock of the latest request; 0: none yet
+  uint64_t served_ns = 0;      // sum of the persists' and drains' service times
   std::array<uint64_t, kLatencyBuckets> latency{};  // persists and drains, per bucket
   LaneTotals &operator+=(const LaneTotals &o) noexcept;
   uint64_t calls() const noexcept { return persists + flushes + drains + reads; }
@@ -71,6 +72,9 @@ class alignas(64) LaneCounters {
   // it was whole in hand (timed for persists and drains), `failed` when its
   // reply carries an error. Called by the lane's thread only.
   void served(LaneOp op, uint64_t bytes, int64_t started_ns, bool failed) noexcept;
+  // ... and its `bytes` were acknowledged at the visible level (a persist,
+  // or a flush the session granted it for).
+  void visible(uint64_t bytes) noexcept { bump(visible_bytes_, bytes); }
   void add_to(LaneTotals &t) const noexcept;
 
  private:
@@ -78,7 +82,7 @@ class alignas(64) LaneCounters {
     c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
   }
   std::atomic<uint64_t> persists_{0}, persisted_bytes_{0}, flushes_{0}, flushed_bytes_{0},
-      drains_{0}, reads_{0}, read_bytes_{0}, failed_{0}, served_ns_{0};
+      drains_{0}, reads_{0}, read_bytes_{0}, failed_{0}, served_ns_{0}, visible_bytes_{0};
   std::atomic<int64_t> last_ns_{0};
   std::array<std::atomic<uint64_t>, kLatencyBuckets> latency_{};
 };

@@ -12,6 +12,7 @@
 #ifndef RPMEM_COMMON_TRANSPORT_PERSISTER_H
 #define RPMEM_COMMON_TRANSPORT_PERSISTER_H
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <system_error>
@@ -38,6 +39,11 @@ struct MediumTraits {
   // A CPU flush of the stores makes them durable, so the appliance
   // persistency method (APM) is sound (persistent memory).
   bool apm_sound;
+  // The visible level costs less than the persistent one: a byte in the
+  // target's memory waits for its disk (the page cache). False where being
+  // visible costs what being durable costs (RAM, persistent memory): there
+  // a visible acknowledgement is a persistent one.
+  bool visible_cheaper;
 };
 
 class Persister {
@@ -59,6 +65,31 @@ class Persister {
   virtual std::error_code persist_mapped(void *addr, size_t len) noexcept = 0;
   // Makes the whole pool durable, before it is unmapped (close).
   virtual std::error_code sync_all() noexcept = 0;
+
+  // The visible level (proto::Durability::kVisible). write_visible() writes
+  // len bytes of src at offset, and made_visible() takes note of bytes a
+  // transport stored into the mapping; each returns once the pool's own
+  // reads see the bytes. A later persist(), write_durable() or
+  // persist_visible() makes every visible byte durable, as do sync_all()
+  // and a write_back() they are old enough for. Where visible costs what
+  // durable costs (traits().visible_cheaper false), they are durable at
+  // once: these default to the persistent calls.
+  virtual std::error_code write_visible(size_t offset, const uint8_t *src, size_t len) noexcept {
+    return write_durable(offset, src, len, false);
+  }
+  virtual std::error_code made_visible(size_t offset, size_t len) noexcept {
+    return persist(offset, len, false);
+  }
+  // Makes every visible byte durable (a persistent drain).
+  virtual std::error_code persist_visible() noexcept { return {}; }
+  // Makes every visible byte durable if the oldest one not durable yet has
+  // been visible for `older_than` or longer (rpmemd's write-back bound).
+  virtual std::error_code write_back(std::chrono::nanoseconds /*older_than*/) noexcept {
+    return {};
+  }
+  // How long the oldest visible byte not durable yet has been visible;
+  // zero when every one is durable.
+  virtual std::chrono::nanoseconds unpersisted_age() const noexcept { return {}; }
 };
 
 }  // namespace rpmem::transport

@@ -31,6 +31,12 @@ namespace rpmem::transport {
 using proto::DataOp;
 using proto::TransportKind;
 
+// InitiatorLane::write()'s and drain()'s flags.
+inline constexpr unsigned kWriteRelaxed = 1;  // no atomicity promise (a relaxed persist or flush)
+// Acknowledged once the bytes are visible on the target (proto::Durability):
+// only on a session granted the visible level.
+inline constexpr unsigned kWriteVisible = 2;
+
 // Client side of one lane. Ranges were validated by the caller.
 // Errors: ECONNRESET (connection lost, and not had again within the bound:
 // the lane is dead), EPROTO (malformed reply: the lane is dead), EIO/EINVAL
@@ -42,11 +48,14 @@ class InitiatorLane {
  public:
   virtual ~InitiatorLane() = default;
   // kPersist / kDeepPersist: returns when the target reports the range
-  // durable. kFlush: returns once the bytes are handed to the transport.
+  // durable (or with kWriteVisible, visible). kFlush: returns once the bytes
+  // are handed to the transport. flags: kWriteRelaxed, kWriteVisible.
   virtual std::error_code write(DataOp op, uint64_t offset, uint64_t length,
-                                bool relaxed) noexcept = 0;
-  // Every earlier kFlush on this lane is durable when this returns 0.
-  virtual std::error_code drain() noexcept = 0;
+                                unsigned flags) noexcept = 0;
+  // Every earlier kFlush on this lane is durable (with kWriteVisible and no
+  // flush that asked for more, visible) when this returns 0.
+  virtual std::error_code drain(unsigned flags) noexcept = 0;
+  std::error_code drain() noexcept { return drain(0); }
   virtual std::error_code read(void *dst, uint64_t offset, uint64_t length) noexcept = 0;
   // Fails any call in progress and every later one with ECONNRESET.
   virtual void shutdown() noexcept = 0;
@@ -155,6 +164,11 @@ class TargetPool {
   // Lowest offset the client may write (4096 when the pool has headers).
   size_t writable_from() const noexcept { return writable_from_; }
   const MediumTraits &traits() const noexcept { return persister_->traits(); }
+  // The session granted the visible level (proto::kDataVisible): a request
+  // that asks for it is acknowledged once visible; without the grant, once
+  // persistent. Set before the target starts.
+  void grant_visible(bool on) noexcept { visible_ = on; }
+  bool visible(bool asked) const noexcept { return asked && visible_; }
   // The persister's calls (persister.h), on ranges the caller checked.
   std::error_code persist(size_t offset, size_t length, bool deep) const noexcept {
     return persister_->persist(offset, length, deep);
@@ -166,6 +180,14 @@ class TargetPool {
   std::error_code write_posted(size_t offset, const uint8_t *src, size_t length) const noexcept {
     return persister_->write_posted(offset, src, length);
   }
+  // The visible level's (persister.h).
+  std::error_code write_visible(size_t offset, const uint8_t *src, size_t length) const noexcept {
+    return persister_->write_visible(offset, src, length);
+  }
+  std::error_code made_visible(size_t offset, size_t length) const noexcept {
+    return persister_->made_visible(offset, length);
+  }
+  std::error_code persist_visible() const noexcept { return persister_->persist_visible(); }
 
   // Why a client's request for [offset, offset + length) is refused, or
   // nullptr: "range outside the pool", or for a write (`writes`) of at
@@ -177,6 +199,7 @@ class TargetPool {
   size_t size_;
   size_t writable_from_;
   Persister *persister_;
+  bool visible_ = false;
 };
 
 struct TargetParams {

@@ -201,7 +201,7 @@ void LaneServer::loop() {
         spin_until = {};  // the next spin follows the next request
         slot.release();
         for (Lane *lane : dirty_) {
-          lane->flush_pending();
+          lane->flush_idle();
           lane->dirty = false;
         }
         dirty_.clear();

@@ -108,24 +108,32 @@ struct LaneServer::Lane {
   Lane(const Lane &) = delete;
   Lane &operator=(const Lane &) = delete;
 
-  void persist_flushes(std::error_code &error) {
+  void persist_flushes(std::error_code &error, bool only_visible = false) {
     for (const auto &r : flushes.ranges()) {
-      std::error_code ec = pool.persist(r.offset, r.length, false);
+      std::error_code ec = only_visible ? pool.made_visible(r.offset, r.length)
+                                        : pool.persist(r.offset, r.length, false);
       if (ec && !error) error = ec;
     }
     flushes.clear();
+    if (!only_visible) flush_persistent = false;
   }
   void flush_pending() { persist_flushes(flush_error); }
+  // The flushes made visible only (a visible drain), or, while the lane is
+  // idle, as far as they asked for.
+  void flush_visible() { persist_flushes(flush_error, true); }
+  void flush_idle() { persist_flushes(flush_error, !flush_persistent); }
 
   std::unique_ptr<ByteStream> stream;
   const unsigned number;
   TargetPool &pool;
   LaneReader in;
   FlushRanges flushes{kMaxPendingFlushes};
-  std::error_code flush_error;  // reported by the next drain
+  std::error_code flush_error;    // reported by the next drain
+  bool flush_persistent = false;  // a flush since the last drain asked for persistent
 
   State state = State::kHeader;
   proto::DataRequest req{};
+  bool visible = false;              // req is acknowledged once visible (TargetPool::visible)
   LaneCounters *counters = nullptr;  // null: not counted
   int64_t started_ns = 0;            // the request's header came (counted lanes)
   // The payload is taken whole into the buffer and written durably in one

@@ -80,6 +80,9 @@ LaneServer::Step LaneServer::take_header(Lane &lane, bool &progress) {
   if (writes || req->op == DataOp::kRead)
     if (const char *why = pool_.refusal(req->offset, req->length, writes)) return refuse(lane, why);
   lane.req = *req;
+  // A deep persist is always persistent; a request the session was not
+  // granted visible for is too.
+  lane.visible = req->op != DataOp::kDeepPersist && pool_.visible(req->flags & proto::kDataVisible);
   if (lane.counters) lane.started_ns = LaneCounters::now_ns();
   lane.dst = pool_.base() + req->offset;
   lane.left = writes ? req->length : 0;
@@ -101,10 +104,12 @@ LaneServer::Step LaneServer::take_payload(Lane &lane, bool &progress) {
       if (lane.in.buffered() < lane.left)
         return ec ? ended(lane, "payload lost", ec) : Step::kWaiting;
     }
+    const uint8_t *src = lane.in.data();
     lane.written = lane.req.op == DataOp::kFlush
-                       ? pool_.write_posted(lane.req.offset, lane.in.data(), lane.left)
-                       : pool_.write_durable(lane.req.offset, lane.in.data(), lane.left,
-                                             lane.req.op == DataOp::kDeepPersist);
+                       ? pool_.write_posted(lane.req.offset, src, lane.left)
+                   : lane.visible ? pool_.write_visible(lane.req.offset, src, lane.left)
+                                  : pool_.write_durable(lane.req.offset, src, lane.left,
+                                                        lane.req.op == DataOp::kDeepPersist);
     lane.in.consume(lane.left);
     lane.left = 0;
     progress = true;
@@ -136,9 +141,11 @@ void LaneServer::complete(Lane &lane) {
       if ((lane.whole || apm_) && lane.written && !lane.flush_error)
         lane.flush_error = lane.written;
       lane.whole = false;
+      if (lane.visible && lane.counters) lane.counters->visible(req.length);
       if (req.length == 0 || apm_) return;  // APM: durable already
       if (lane.flushes.full()) lane.flush_pending();
       lane.flushes.add(req.offset, req.length);
+      lane.flush_persistent |= !lane.visible;
       if (!lane.dirty) {
         lane.dirty = true;
         dirty_.push_back(&lane);
@@ -147,13 +154,22 @@ void LaneServer::complete(Lane &lane) {
     }
     // APM: durable already, unless the persist is deep (pmem_deep_persist).
     std::error_code perr =
-        lane.whole || (apm_ && req.op != DataOp::kDeepPersist)
-            ? lane.written
-            : pool_.persist(req.offset, req.length, req.op == DataOp::kDeepPersist);
+        lane.whole || (apm_ && req.op != DataOp::kDeepPersist) ? lane.written
+        : lane.visible ? pool_.made_visible(req.offset, req.length)
+                       : pool_.persist(req.offset, req.length, req.op == DataOp::kDeepPersist);
     lane.whole = false;
+    if (lane.visible && lane.counters) lane.counters->visible(req.length);
     reply.status = static_cast<uint32_t>(perr.value());
   } else if (req.op == DataOp::kDrain) {
-    lane.flush_pending();
+    // Visible when the drain asks for it and no flush since the last one
+    // asked for more; a persistent drain makes the pool's visible bytes
+    // durable too.
+    if (lane.visible && !lane.flush_persistent) {
+      lane.flush_visible();
+    } else {
+      lane.flush_pending();
+      if (auto ec = pool_.persist_visible(); ec && !lane.flush_error) lane.flush_error = ec;
+    }
     reply.status = static_cast<uint32_t>(lane.flush_error.value());
     lane.flush_error.clear();
   } else {  // kRead: the reply carries the bytes

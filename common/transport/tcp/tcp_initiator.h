@@ -89,8 +89,9 @@ class TcpInitiatorLane final : public InitiatorLane {
   TcpInitiatorLane &operator=(const TcpInitiatorLane &) = delete;
 
   std::error_code write(DataOp op, uint64_t offset, uint64_t length,
-                        bool relaxed) noexcept override;
-  std::error_code drain() noexcept override;
+                        unsigned flags) noexcept override;
+  std::error_code drain(unsigned flags) noexcept override;
+  using InitiatorLane::drain;
   std::error_code read(void *dst, uint64_t offset, uint64_t length) noexcept override;
   void shutdown() noexcept override;
   std::string failure() const override { return why_; }

@@ -190,9 +190,10 @@ std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req,
 }
 
 std::error_code TcpInitiatorLane::write(DataOp op, uint64_t offset, uint64_t length,
-                                        bool relaxed) noexcept {
-  proto::DataRequest req{op, static_cast<uint8_t>(relaxed ? proto::kDataRelaxed : 0), offset,
-                         length};
+                                        unsigned flags) noexcept {
+  const auto wire_flags = static_cast<uint8_t>(((flags & kWriteRelaxed) ? proto::kDataRelaxed : 0) |
+                                               ((flags & kWriteVisible) ? proto::kDataVisible : 0));
+  proto::DataRequest req{op, wire_flags, offset, length};
   if (op == DataOp::kFlush) {
     if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
     if (dialer_) unacked_.add(offset, length);
@@ -206,8 +207,10 @@ std::error_code TcpInitiatorLane::write(DataOp op, uint64_t offset, uint64_t len
   return reply.status ? errc(static_cast<int>(reply.status)) : std::error_code{};
 }
 
-std::error_code TcpInitiatorLane::drain() noexcept {
-  proto::DataRequest req{DataOp::kDrain, 0, 0, 0};
+std::error_code TcpInitiatorLane::drain(unsigned flags) noexcept {
+  proto::DataRequest req{DataOp::kDrain,
+                         static_cast<uint8_t>((flags & kWriteVisible) ? proto::kDataVisible : 0), 0,
+                         0};
   proto::DataReply reply;
   if (auto ec = with_comeback([&] { return exchange(req, reply); })) return ec;
   if (reply.status) return errc(static_cast<int>(reply.status));

@@ -89,8 +89,10 @@ void VerbsLane::use_method(proto::PersistMethod method) {
 }
 
 std::error_code VerbsLane::write(DataOp op, uint64_t offset, uint64_t length,
-                                 bool relaxed) noexcept {
+                                 unsigned flags) noexcept {
   if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
+  const bool relaxed = (flags & kWriteRelaxed) != 0;
+  visible_ = (flags & kWriteVisible) != 0;
   if (window_ > 0) {
     // The bounded path: flushes land in the window and are copied at the
     // drain; a relaxed persist is a flush and a drain.
@@ -129,8 +131,9 @@ std::error_code VerbsLane::write(DataOp op, uint64_t offset, uint64_t length,
   return {};
 }
 
-std::error_code VerbsLane::drain() noexcept {
+std::error_code VerbsLane::drain(unsigned flags) noexcept {
   if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
+  visible_ = (flags & kWriteVisible) != 0;
   if (window_ > 0) return drain_window();
   return method_->drain(*this);
 }
@@ -165,7 +168,11 @@ void VerbsLane::shutdown() noexcept {
   if (!dead_.exchange(true)) disconnect(id_.get());
 }
 
-std::error_code VerbsLane::round_trip(const MsgHeader &h, uint64_t payload) noexcept {
+std::error_code VerbsLane::round_trip(const MsgHeader &request, uint64_t payload) noexcept {
+  MsgHeader h = request;
+  // The level of the call under way, for the requests the target makes
+  // durable (a deep persist is always persistent).
+  if (visible_ && (h.op == MsgOp::kPersist || h.op == MsgOp::kDrain)) h.flags |= kMsgVisible;
   encode(h, send_buf());
   if (auto ec = post_send(id_->qp, kWrSend, send_buf(),
                           static_cast<uint32_t>(kMsgHeaderSize + payload), buf_mr_->lkey))

@@ -66,14 +66,15 @@ class VerbsLane final : public InitiatorLane {
   }
 
   std::error_code write(DataOp op, uint64_t offset, uint64_t length,
-                        bool relaxed) noexcept override;
-  std::error_code drain() noexcept override;
+                        unsigned flags) noexcept override;
+  std::error_code drain(unsigned flags) noexcept override;
+  using InitiatorLane::drain;
   std::error_code read(void *dst, uint64_t offset, uint64_t length) noexcept override;
   void shutdown() noexcept override;
 
   // --- for the persist methods ---------------------------------------------
   // SEND header (+ `payload` bytes already in send_buf()), wait for the reply.
-  std::error_code round_trip(const MsgHeader &h, uint64_t payload) noexcept;
+  std::error_code round_trip(const MsgHeader &request, uint64_t payload) noexcept;
   // An 8-byte RDMA READ: ordered after every earlier WRITE of this queue
   // pair, so they have reached the target's memory when it completes.
   std::error_code read_probe() noexcept;
@@ -114,6 +115,7 @@ class VerbsLane final : public InitiatorLane {
   uint32_t reply_len_ = 0;
   FlushRanges ranges_;
   std::atomic<bool> dead_{false};
+  bool visible_ = false;  // the call under way asked for the visible level (kWriteVisible)
 };
 
 }  // namespace rpmem::transport::verbs

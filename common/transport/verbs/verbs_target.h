@@ -67,11 +67,17 @@ class VerbsTarget final : public Target {
   bool sleep(Lane &lane, bool &armed);  // on the lane's channels; false: it ended
   // Serves one received message; false ends the lane.
   bool serve(Lane &lane, uint32_t byte_len);
+  // Direct path: makes the `n` pool ranges (16 bytes each, at `ranges`)
+  // the lane's RDMA writes landed in durable (visible: visible); false:
+  // a range outside the pool (logged, the session ends).
+  bool drain_ranges(Lane &lane, const uint8_t *ranges, uint64_t n, bool visible,
+                    std::error_code &status);
   // Bounded path: copies what the lane wrote into its window for `n` pool
   // ranges (16 bytes each, at `ranges`), one after the other from the
   // window's start, into the pool and makes them durable; false: the ranges
   // do not fit the window or the pool (logged, the session ends).
-  bool drain_window(Lane &lane, const uint8_t *ranges, uint64_t n, std::error_code &status);
+  bool drain_window(Lane &lane, const uint8_t *ranges, uint64_t n, bool visible,
+                    std::error_code &status);
   // The direct path or the bounded one, with what the client needs to know
   // of it in `info`.
   void land(ProviderInfo &info);

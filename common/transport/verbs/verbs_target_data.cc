@@ -133,19 +133,13 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
   LaneCounters *counters = params_.counters ? params_.counters->lane(lane.index) : nullptr;
   const int64_t started_ns = counters ? LaneCounters::now_ns() : 0;
   std::error_code status;
-  if (h->op == MsgOp::kDrain && windows_) {
-    if (!drain_window(lane, msg + kMsgHeaderSize, h->length, status)) return false;
-  } else if (h->op == MsgOp::kDrain) {
-    for (uint64_t i = 0; i < h->length; ++i) {
-      uint64_t off, len;
-      decode_range(msg + kMsgHeaderSize + i * kRangeSize, off, len);
-      if (const char *why = pool_.refusal(off, len, false)) {
-        fatal(who + ": drain " + why);
-        return false;
-      }
-      auto ec = pool_.persist(off, len, false);
-      if (ec && !status) status = ec;
-    }
+  // A deep persist is always persistent; so is a request the session was
+  // not granted visible for.
+  const bool visible = h->op != MsgOp::kDeepPersist && pool_.visible(h->flags & kMsgVisible);
+  if (h->op == MsgOp::kDrain) {
+    const bool ok = windows_ ? drain_window(lane, msg + kMsgHeaderSize, h->length, visible, status)
+                             : drain_ranges(lane, msg + kMsgHeaderSize, h->length, visible, status);
+    if (!ok) return false;
   } else if (h->op == MsgOp::kRead) {
     const char *why = !windows_             ? "read request on a lane without a window"
                       : h->length > window_ ? "read larger than the window"
@@ -161,7 +155,9 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
       return false;
     }
     const uint8_t *data = msg + kMsgHeaderSize;
-    status = pool_.write_durable(h->offset, data, h->length, h->op == MsgOp::kDeepPersist);
+    status = visible
+                 ? pool_.write_visible(h->offset, data, h->length)
+                 : pool_.write_durable(h->offset, data, h->length, h->op == MsgOp::kDeepPersist);
   } else {
     // What the NIC wrote into the pool itself; on the bounded path nothing is.
     const char *why = windows_ ? "persist of RDMA-written bytes on a lane with a window"
@@ -170,7 +166,8 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
       fatal(who + ": " + why);
       return false;
     }
-    status = pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
+    status = visible ? pool_.made_visible(h->offset, h->length)
+                     : pool_.persist(h->offset, h->length, h->op == MsgOp::kDeepPersist);
   }
   // The next request may come as soon as the reply is out: receive first.
   if (auto ec = post_recv(lane.id->qp, kWrRecv, lane.buf.get(), kRecvSize, lane.mr->lkey)) {
@@ -186,6 +183,7 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
   }
   if (counters) {
     counters->served(lane_op(h->op), h->length, started_ns, bool(status));
+    if (visible && h->op != MsgOp::kDrain) counters->visible(h->length);
   }
   encode_reply(static_cast<uint32_t>(status.value()), lane.reply_buf());
   if (auto ec = post_send(lane.id->qp, kWrReply, lane.reply_buf(), kReplySize, lane.mr->lkey)) {
@@ -196,7 +194,23 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
   return true;
 }
 
-bool VerbsTarget::drain_window(Lane &lane, const uint8_t *ranges, uint64_t n,
+bool VerbsTarget::drain_ranges(Lane &lane, const uint8_t *ranges, uint64_t n, bool visible,
+                               std::error_code &status) {
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t off, len;
+    decode_range(ranges + i * kRangeSize, off, len);
+    if (const char *why = pool_.refusal(off, len, false)) {
+      fatal("verbs lane " + std::to_string(lane.index) + ": drain " + why);
+      return false;
+    }
+    auto ec = visible ? pool_.made_visible(off, len) : pool_.persist(off, len, false);
+    if (ec && !status) status = ec;
+  }
+  if (!visible && !status) status = pool_.persist_visible();
+  return true;
+}
+
+bool VerbsTarget::drain_window(Lane &lane, const uint8_t *ranges, uint64_t n, bool visible,
                                std::error_code &status) {
   const uint8_t *window = windows_.get() + lane.index * window_;
   uint64_t at = 0;  // where the next range's bytes are in the window
@@ -215,11 +229,14 @@ bool VerbsTarget::drain_window(Lane &lane, const uint8_t *ranges, uint64_t n,
     if (from < off + len) {
       // On pmem whole-word stores (streaming for large copies) and a flush;
       // in the page cache a durable write of the file.
-      auto ec = pool_.write_durable(from, window + at + (from - off), off + len - from);
+      const uint8_t *src = window + at + (from - off);
+      auto ec = visible ? pool_.write_visible(from, src, off + len - from)
+                        : pool_.write_durable(from, src, off + len - from);
       if (ec && !status) status = ec;
     }
     at += len;
   }
+  if (!visible && !status) status = pool_.persist_visible();
   return true;
 }
 

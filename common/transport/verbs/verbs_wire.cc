@@ -84,15 +84,16 @@ std::optional<MsgHeader> decode_msg(std::span<const uint8_t> received) {
     return std::nullopt;
   MsgHeader m{static_cast<MsgOp>(h->op), h->flags, h->offset, h->length};
   const size_t payload = received.size() - kMsgHeaderSize;
+  const uint8_t inline_flag = m.flags & kMsgInline;
   if (m.op == MsgOp::kDrain) {
-    if (m.flags != 0 || m.offset != 0 || m.length > kMaxInline / kRangeSize ||
+    if ((m.flags & ~kMsgVisible) != 0 || m.offset != 0 || m.length > kMaxInline / kRangeSize ||
         payload != m.length * kRangeSize)
       return std::nullopt;
   } else if (m.op == MsgOp::kRead) {
     if (m.flags != 0 || payload != 0) return std::nullopt;
-  } else if (m.flags == kMsgInline) {
-    if (payload != m.length) return std::nullopt;
-  } else if (m.flags != 0 || payload != 0) {
+  } else if ((m.flags & ~(kMsgInline | kMsgVisible)) != 0) {
+    return std::nullopt;
+  } else if (payload != (inline_flag ? m.length : 0)) {
     return std::nullopt;
   }
   return m;

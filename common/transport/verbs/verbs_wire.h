@@ -105,6 +105,9 @@ constexpr std::optional<MsgOp> msg_op(wire::LaneOp op) noexcept {
   return std::nullopt;
 }
 inline constexpr uint8_t kMsgInline = 1;  // payload holds the `length` bytes to copy
+// A persist or drain may be answered once the bytes are visible (protocol
+// minor 7, on a session granted visible: proto::kDataVisible).
+inline constexpr uint8_t kMsgVisible = 2;
 struct MsgHeader {
   MsgOp op = MsgOp::kPersist;
   uint8_t flags = 0;

@@ -164,7 +164,7 @@ TEST(ProtoHello, EncodesGoldenBytes) {
 
 TEST(ProtoHello, DefaultsCarryProtocolVersion) {
   const Bytes golden = {0x01, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x01, 0x00,
-                        0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
+                        0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
   Hello m;
   m.transports = transport_bit(TransportKind::kTcp);
   EXPECT_EQ(encode(m), golden);
@@ -486,8 +486,8 @@ void put_u16(Bytes &b, size_t at, uint16_t v) {
   b[at + 1] = static_cast<uint8_t>(v >> 8);
 }
 
-TEST(ProtoPoolResponse, RejectsStatus15AndAbove) {
-  for (uint32_t s : {15u, 16u, 0x100u, 0xffffffffu}) {
+TEST(ProtoPoolResponse, RejectsStatus16AndAbove) {
+  for (uint32_t s : {16u, 17u, 0x100u, 0xffffffffu}) {
     Bytes p = response_payload();
     put_u32(p, kRespStatus, s);
     EXPECT_FALSE(decode_pool_response(p)) << s;
@@ -641,8 +641,8 @@ TEST(ProtoStatusResponse, RoundTripsEveryStatus) {
   }
 }
 
-TEST(ProtoStatusResponse, RejectsStatus15AndAbove) {
-  EXPECT_FALSE(decode_status_response(Bytes{15, 0, 0, 0}));
+TEST(ProtoStatusResponse, RejectsStatus16AndAbove) {
+  EXPECT_FALSE(decode_status_response(Bytes{16, 0, 0, 0}));
   EXPECT_FALSE(decode_status_response(Bytes{0, 0, 0, 1}));
   EXPECT_FALSE(decode_status_response(Bytes{0xff, 0xff, 0xff, 0xff}));
 }
@@ -711,6 +711,66 @@ TEST(ProtoPoolResponse, CarriesTheTokenExtensionOnlyWhenTokened) {
   Bytes odd(ext.begin() + kFrameHeaderSize, ext.end());
   odd[odd.size() - kTokenSize - 4] = 15;  // a token of 15 bytes
   EXPECT_FALSE(decode_pool_response(odd));
+}
+
+// --- Minor 7: durability levels -----------------------------------------------------
+
+// The request's level extension: only when `leveled` (towards a daemon of
+// minor >= 7), after the reopen extension.
+TEST(ProtoPoolRequest, CarriesTheLevelExtensionOnlyWhenLeveled) {
+  PoolRequest m;
+  m.nlanes = 2;
+  m.pool_set = "p.set";
+  m.extended = true;
+  const Bytes plain = encode(MsgType::kCreate, m);
+  m.leveled = true;
+  m.durability = Durability::kVisible;
+  const Bytes ext = encode(MsgType::kCreate, m);
+  ASSERT_EQ(ext.size(), plain.size() + 4);
+  EXPECT_EQ(ext.back(), 0) << "u32 1, little-endian";
+  EXPECT_EQ(ext[ext.size() - 4], 1);
+  auto d = decode_pool_request({ext.data() + kFrameHeaderSize, ext.size() - kFrameHeaderSize});
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->leveled);
+  EXPECT_EQ(d->durability, Durability::kVisible);
+  auto p = decode_pool_request({plain.data() + kFrameHeaderSize, plain.size() - kFrameHeaderSize});
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->leveled);
+  EXPECT_EQ(p->durability, Durability::kPersistent) << "without it, persistent";
+  // An unknown level, or a client of minor 6 with trailing bytes: malformed.
+  Bytes bad(ext.begin() + kFrameHeaderSize, ext.end());
+  bad[bad.size() - 4] = 2;
+  EXPECT_FALSE(decode_pool_request(bad));
+  Bytes old(ext.begin() + kFrameHeaderSize, ext.end());
+  old[2] = 6;
+  EXPECT_FALSE(decode_pool_request(old));
+}
+
+TEST(ProtoPoolResponse, CarriesTheLevelsGrantedOnlyWhenLeveled) {
+  PoolResponse m;
+  m.nlanes = 1;
+  m.port = 7;
+  m.transport = TransportKind::kTcp;
+  m.extended = m.tokened = true;
+  const Bytes plain = encode(m);
+  m.leveled = true;
+  m.levels = level_bit(Durability::kPersistent) | level_bit(Durability::kVisible);
+  const Bytes ext = encode(m);
+  ASSERT_EQ(ext.size(), plain.size() + 4);
+  auto d = decode_pool_response({ext.data() + kFrameHeaderSize, ext.size() - kFrameHeaderSize});
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->leveled);
+  EXPECT_EQ(d->levels, 3u);
+  auto p = decode_pool_response({plain.data() + kFrameHeaderSize, plain.size() - kFrameHeaderSize});
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->leveled);
+  EXPECT_EQ(p->levels, level_bit(Durability::kPersistent)) << "an older daemon: persistent only";
+  // A grant without persistent, or of an unknown level: malformed.
+  for (uint8_t levels : std::initializer_list<uint8_t>{0, 2, 4, 7}) {
+    Bytes bad(ext.begin() + kFrameHeaderSize, ext.end());
+    bad[bad.size() - 4] = levels;
+    EXPECT_FALSE(decode_pool_response(bad)) << int{levels};
+  }
 }
 
 // --- LaneHello ----------------------------------------------------------------------
@@ -845,10 +905,20 @@ TEST(ProtoDataRequest, RejectsBadOp) {
 }
 
 TEST(ProtoDataRequest, RejectsUnknownFlags) {
-  for (uint8_t f : std::initializer_list<uint8_t>{2, 3, 0x80, 0xff}) {
+  for (uint8_t f : std::initializer_list<uint8_t>{4, 5, 0x80, 0xff}) {
     Bytes b = request_bytes({DataOp::kPersist, 0, 4096, 8});
     b[1] = f;
     EXPECT_FALSE(decode_data_request(b)) << int{f};
+  }
+}
+
+// Minor 7: kDataVisible, alone or with kDataRelaxed.
+TEST(ProtoDataRequest, TakesTheVisibleFlag) {
+  for (uint8_t f : std::initializer_list<uint8_t>{2, 3}) {
+    Bytes b = request_bytes({DataOp::kPersist, f, 4096, 8});
+    auto d = decode_data_request(b);
+    ASSERT_TRUE(d) << int{f};
+    EXPECT_EQ(d->flags, f);
   }
 }
 
@@ -947,6 +1017,7 @@ TEST(ProtoStatus, ToErrnoAndMessageMatchPmdkTable) {
       {Status::kNoAccess, EACCES, "Pool set permission denied"},
       {Status::kPoolCfg, EINVAL, "Invalid pool set configuration"},
       {Status::kStale, ESTALE, "Pool opened by another session since"},
+      {Status::kNoLevel, ENOTSUP, "Durability level not granted by the target"},
   };
   ASSERT_EQ(std::size(rows), static_cast<size_t>(Status::kCount));
   for (size_t i = 0; i < std::size(rows); ++i) {

@@ -330,6 +330,68 @@ TEST_F(TcpTargetTest, DiskPoolTakesPersistsAsDurableWritesAndFlushesAsPostedOnes
   EXPECT_EQ(fatal_count(), 0u);
 }
 
+// The visible level: where the session was granted it, a request that asks
+// for it is acknowledged once visible (the persister's visible calls, no
+// persist); a deep persist stays persistent. A visible drain makes the
+// flushes visible; a persistent drain makes the pool's visible bytes
+// durable too.
+TEST_F(TcpTargetTest, VisibleRequestsAreAcknowledgedOnceVisibleWhereGranted) {
+  start();
+  pool_->persister.medium = rpmem_test::kRecordedFile;  // payloads straight into the pool
+  pool_->target.grant_visible(true);
+  connect_ok(1);
+  fill_pattern(local_.data() + 8192, 4096, 5);
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 4096, kWriteVisible));
+  EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 4096));
+  EXPECT_TRUE(pool_->persister.calls().empty()) << "no persist for a visible request";
+  EXPECT_EQ(pool_->persister.visible(), (std::vector<PersistCall>{{8192, 4096, false}}));
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kDeepPersist, 16384, 64, kWriteVisible));
+  EXPECT_EQ(pool_->persister.calls(), (std::vector<PersistCall>{{16384, 64, true}}));
+  fill_pattern(local_.data() + 20000, 100, 6);
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 20000, 100, kWriteVisible));
+  EXPECT_FALSE(lanes_[0]->drain(kWriteVisible));
+  EXPECT_EQ(0, std::memcmp(pool_->base() + 20000, local_.data() + 20000, 100));
+  EXPECT_EQ(pool_->persister.visible().size(), 2u);
+  EXPECT_EQ(pool_->persister.visible().back(), (PersistCall{20000, 100, false}));
+  EXPECT_EQ(pool_->persister.calls().size(), 1u) << "the deep persist only";
+  EXPECT_EQ(pool_->persister.visible_persisted.load(), 0u);
+  EXPECT_FALSE(lanes_[0]->drain());  // persistent
+  EXPECT_EQ(pool_->persister.visible_persisted.load(), 1u);
+  // A persistent flush drained visible is made persistent all the same.
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 30000, 10, 0));
+  EXPECT_FALSE(lanes_[0]->drain(kWriteVisible));
+  EXPECT_EQ(pool_->persister.calls().back(), (PersistCall{30000, 10, false}));
+  EXPECT_EQ(fatal_count(), 0u);
+}
+
+TEST_F(TcpTargetTest, VisibleRequestsArePersistentWithoutTheGrant) {
+  start();
+  pool_->persister.medium = rpmem_test::kRecordedFile;
+  connect_ok(1);
+  fill_pattern(local_.data() + 8192, 4096, 7);
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 4096, kWriteVisible));
+  EXPECT_EQ(pool_->persister.calls(), (std::vector<PersistCall>{{8192, 4096, false}}));
+  EXPECT_TRUE(pool_->persister.visible().empty());
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 20000, 100, kWriteVisible));
+  EXPECT_FALSE(lanes_[0]->drain(kWriteVisible));
+  EXPECT_EQ(pool_->persister.calls().back(), (PersistCall{20000, 100, false}));
+  EXPECT_TRUE(pool_->persister.visible().empty());
+}
+
+// On a disk a visible persist is one write into the page cache, no
+// durable one.
+TEST_F(TcpTargetTest, AVisiblePersistOnADiskIsOneWriteIntoThePageCache) {
+  start();
+  pool_->persister.medium = rpmem_test::kRecordedDisk;
+  pool_->target.grant_visible(true);
+  connect_ok(1);
+  fill_pattern(local_.data() + 8192, 4096, 8);
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 4096, kWriteVisible));
+  EXPECT_EQ(pool_->persister.durable_writes.load(), 0u);
+  EXPECT_EQ(pool_->persister.visible(), (std::vector<PersistCall>{{8192, 4096, false}}));
+  EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 4096));
+}
+
 TEST_F(TcpTargetTest, DrainAfterFailedFlushIsEioOnceAndLaneStaysUsable) {
   start();
   connect_ok(1);

@@ -67,7 +67,7 @@ TEST(LaneStats, QuantilesAreTheBoundsOfTheirBuckets) {
 TEST(SessionStatus, KeepsItsPoolsTotalsAfterTheCloseAndMeasuresItsRate) {
   SessionStatus s(7, "alice", "10.0.0.1", LaneCounters::now_ns());
   auto counters = std::make_shared<TargetCounters>(2);
-  s.pool_opened(PoolInfo{"p.set", 4, 2, "tcp", "disk", "GPSPM"}, counters);
+  s.pool_opened(PoolInfo{"p.set", 4, 2, "tcp", "disk", "GPSPM", "persistent"}, counters);
   const int64_t t0 = 1'000'000'000;
   s.sample(t0);
   for (int i = 0; i < 30; ++i) counters->lane(i % 2)->served(LaneOp::kPersist, 10, 0, false);
@@ -94,12 +94,15 @@ StatusSnapshot sample_snapshot(const std::string &cn) {
   s.sessions_reopened = 1;
   SessionStatus st(4, cn, "127.0.0.1", 1);
   auto counters = std::make_shared<TargetCounters>(1);
-  st.pool_opened(PoolInfo{"p\"q.set", 2, 1, "verbs", "pmem", "APM"}, counters);
+  st.pool_opened(PoolInfo{"p\"q.set", 2, 1, "verbs", "disk", "GPSPM", "visible"}, counters,
+                 [] { return int64_t{1'500'000'000}; });
   // The live session's persist took 30 ms: in the 50 ms bucket, however
   // long this thread is kept off the CPU (below 20 ms) before served()
   // reads the clock.
   counters->lane(0)->served(LaneOp::kPersist, 4096, LaneCounters::now_ns() - 30'000'000, false);
   counters->lane(0)->served(LaneOp::kRead, 512, LaneCounters::now_ns(), false);
+  counters->lane(0)->served(LaneOp::kFlush, 1000, 0, false);  // 1000 B acknowledged visible
+  counters->lane(0)->visible(1000);
   counters->lane_returned();  // its lane connected again once
   s.sessions.push_back(st.view());
   s.sessions.back().totals.last_ns = 9'000'000'000;
@@ -119,8 +122,11 @@ TEST(StatusRender, TextHasALinePerSessionTheCapsAndTheRefusals) {
   EXPECT_NE(t.find("rpmemd 1.0.0, up 12 s: 1 session (3 since start, 1 reopened after a restart)"),
             std::string::npos)
       << t;
-  EXPECT_NE(t.find("session 4: 'alice' from 127.0.0.1, p\"q.set, lanes 1/2 asked, verbs, pmem, "
-                   "APM; persisted 4096 B in 1 calls"),
+  EXPECT_NE(t.find("session 4: 'alice' from 127.0.0.1, p\"q.set, lanes 1/2 asked, verbs, disk, "
+                   "GPSPM, visible; persisted 4096 B in 1 calls"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("acknowledged visible 1000 B, the oldest not persistent yet 1.500 s;"),
             std::string::npos)
       << t;
   EXPECT_NE(t.find("read 512 B in 1, 0 failed, 1 lanes back;"), std::string::npos) << t;
@@ -135,6 +141,10 @@ TEST(StatusRender, JsonEscapesWhatANameMayHold) {
   EXPECT_NE(j.find("\"pool_set\":\"p\\\"q.set\""), std::string::npos) << j;
   EXPECT_NE(j.find("\"persists\":1,\"bytes_persisted\":4096"), std::string::npos) << j;
   EXPECT_NE(j.find("\"bytes_read\":512"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"durability\":\"visible\",\"bytes_acknowledged_visible\":1000,"
+                   "\"unpersisted_seconds\":1.500"),
+            std::string::npos)
+      << j;
   EXPECT_NE(j.find("\"max-handshakes\":{\"used\":2,\"max\":128}"), std::string::npos) << j;
   EXPECT_NE(j.find("\"has no pool set directory\":2"), std::string::npos) << j;
   EXPECT_NE(j.find("\"seconds_since_last_request\":1.000"), std::string::npos) << j;
@@ -167,6 +177,15 @@ TEST(StatusRender, MetricsFollowTheTextFormatAndSumEndedAndLiveSessions) {
   EXPECT_EQ(v["rpmemd_requests_total{client=\"bob\",op=\"persist\"}"], 5) << m;
   EXPECT_EQ(v["rpmemd_lanes_back_total{client=\"al\\\"ice\\n\\\\\"}"], 1) << m;
   EXPECT_EQ(v["rpmemd_lanes_back_total{client=\"bob\"}"], 0) << m;
+  // The live session's 4096 B persisted and 1000 B flushed visible; bob's 500.
+  EXPECT_EQ(v["rpmemd_bytes_acknowledged_total{client=\"al\\\"ice\\n\\\\\",level=\"persistent\"}"],
+            4096)
+      << m;
+  EXPECT_EQ(v["rpmemd_bytes_acknowledged_total{client=\"al\\\"ice\\n\\\\\",level=\"visible\"}"],
+            1000)
+      << m;
+  EXPECT_EQ(v["rpmemd_bytes_acknowledged_total{client=\"bob\",level=\"persistent\"}"], 500) << m;
+  EXPECT_EQ(v["rpmemd_visible_unpersisted_seconds"], 1.5) << m;
   EXPECT_EQ(v["rpmemd_sessions"], 1);
   EXPECT_EQ(v["rpmemd_sessions_reopened_total"], 1);
   EXPECT_EQ(v["rpmemd_persist_seconds_count"], 6) << "bob's 5 and the live session's 1";

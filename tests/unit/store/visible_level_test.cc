@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: BSD-3-Clause
+// The visible level on the host's media: a page-cache pool's visible writes
+// reach the file without waiting for its disk, and are counted until a
+// persistent call, a write-back they are old enough for, or the close
+// writes the pool back; RAM's are persistent at once. WriteBack's thread
+// writes them back within its bound.
+#include "rpmemd/persister.h"
+#include "rpmemd/write_back.h"
+#include "tests/unit/store/store_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace rpmemd {
+namespace {
+
+using namespace std::chrono_literals;
+using test::TempDir;
+
+constexpr size_t kLen = 64 * 1024;
+
+// A file of kLen bytes mapped shared, as the one part of a pool, and the
+// persister choose_persister() takes for it.
+struct Pool {
+  explicit Pool(const std::string &path, bool in_ram = false) {
+    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ::ftruncate(fd, kLen) != 0) return;
+    void *p = ::mmap(nullptr, kLen, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) return;
+    base = static_cast<uint8_t *>(p);
+    MappedPart part;
+    part.path = path;
+    part.size = kLen;
+    part.fd = fd;
+    part.map_len = kLen;
+    part.in_ram = in_ram;
+    parts.push_back(part);
+    persister = choose_persister(base, kLen, parts);
+  }
+  ~Pool() {
+    persister.reset();
+    if (base) ::munmap(base, kLen);
+    if (fd >= 0) ::close(fd);
+  }
+  std::vector<uint8_t> file(size_t off, size_t n) const {
+    std::vector<uint8_t> b(n);
+    if (::pread(fd, b.data(), n, static_cast<off_t>(off)) != static_cast<ssize_t>(n)) b.clear();
+    return b;
+  }
+  int fd = -1;
+  uint8_t *base = nullptr;
+  std::vector<MappedPart> parts;
+  std::unique_ptr<Persister> persister;
+};
+
+std::vector<uint8_t> bytes(size_t n, uint8_t seed) {
+  std::vector<uint8_t> b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(seed + i * 3);
+  return b;
+}
+
+TEST(VisibleLevel, OnADiskVisibleBytesWaitForAPersistentCallAWriteBackOrTheClose) {
+  TempDir dir;
+  Pool pool(dir.path() + "/part");
+  ASSERT_TRUE(pool.persister);
+  Persister &p = *pool.persister;
+  ASSERT_TRUE(p.traits().visible_cheaper);
+  EXPECT_EQ(p.unpersisted_age(), 0ns);
+  const auto a = bytes(5000, 1);
+  ASSERT_EQ(p.write_visible(4000, a.data(), a.size()), std::error_code{});
+  EXPECT_EQ(pool.file(4000, a.size()), a) << "the file's readers see it";
+  EXPECT_EQ(std::memcmp(pool.base + 4000, a.data(), a.size()), 0) << "and the pool's mapping";
+  EXPECT_GT(p.unpersisted_age(), 0ns);
+  EXPECT_EQ(p.write_back(1h), std::error_code{});
+  EXPECT_GT(p.unpersisted_age(), 0ns) << "not old enough to be written back";
+  EXPECT_EQ(p.write_back(0ns), std::error_code{});
+  EXPECT_EQ(p.unpersisted_age(), 0ns);
+  // Bytes stored into the mapping and noted; a persistent call of another
+  // range writes them back too.
+  std::memset(pool.base + 30000, 0x5a, 100);
+  ASSERT_EQ(p.made_visible(30000, 100), std::error_code{});
+  EXPECT_EQ(p.made_visible(30000, 0), std::error_code{});
+  EXPECT_GT(p.unpersisted_age(), 0ns);
+  EXPECT_EQ(p.persist(50000, 10, false), std::error_code{});
+  EXPECT_EQ(p.unpersisted_age(), 0ns);
+  for (auto persistent : {0, 1, 2}) {
+    ASSERT_EQ(p.write_visible(100, a.data(), 10), std::error_code{});
+    EXPECT_GT(p.unpersisted_age(), 0ns);
+    const std::error_code ec = persistent == 0   ? p.write_durable(200, a.data(), 10, false)
+                               : persistent == 1 ? p.persist_visible()
+                                                 : p.sync_all();
+    EXPECT_EQ(ec, std::error_code{});
+    EXPECT_EQ(p.unpersisted_age(), 0ns) << persistent;
+  }
+}
+
+TEST(VisibleLevel, InRamVisibleIsPersistentAtOnce) {
+  const std::string path = "/dev/shm/rpmem-visible-" + std::to_string(::getpid());
+  {
+    Pool pool(path, true);
+    ASSERT_TRUE(pool.persister);
+    Persister &p = *pool.persister;
+    EXPECT_FALSE(p.traits().visible_cheaper);
+    const auto a = bytes(1000, 2);
+    ASSERT_EQ(p.write_visible(4096, a.data(), a.size()), std::error_code{});
+    EXPECT_EQ(std::memcmp(pool.base + 4096, a.data(), a.size()), 0);
+    EXPECT_EQ(p.made_visible(4096, 10), std::error_code{});
+    EXPECT_EQ(p.unpersisted_age(), 0ns);
+  }
+  ::unlink(path.c_str());
+}
+
+TEST(VisibleLevel, TheWriteBackThreadWritesThemBackWithinItsBound) {
+  TempDir dir;
+  Pool pool(dir.path() + "/part");
+  ASSERT_TRUE(pool.persister);
+  Persister &p = *pool.persister;
+  WriteBack wb(p, 200ms);
+  const auto a = bytes(4096, 3);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(p.write_visible(8192, a.data(), a.size()), std::error_code{});
+  while (p.unpersisted_age() > 0ns && std::chrono::steady_clock::now() - t0 < 10s)
+    std::this_thread::sleep_for(5ms);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(p.unpersisted_age(), 0ns);
+  EXPECT_GE(took, 100ms) << "written back before half the bound";
+  EXPECT_EQ(pool.file(8192, a.size()), a);
+}
+
+}  // namespace
+}  // namespace rpmemd
