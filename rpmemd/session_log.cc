@@ -57,8 +57,19 @@ void log_pool_attr(const rpmem::PoolAttr *attr) {
   RPMEM_LOG_INFO("\tprev_uuid: %s", uuid_str(attr->prev_uuid).c_str());
 }
 
+std::string durability_text(proto::Durability pool, bool visible,
+                            const rpmem::transport::MediumTraits &medium,
+                            std::chrono::milliseconds write_back) {
+  if (pool == proto::Durability::kPersistent)
+    return visible ? "persistent (visible calls granted)" : "persistent";
+  if (!medium.visible_cheaper)
+    return std::string("visible (") + medium.noun + ": acknowledged persistent, at no extra cost)";
+  return std::string("visible (acknowledged in ") + medium.noun +
+         ", persistent at the latest " + std::to_string(write_back.count()) + " ms later)";
+}
+
 void log_policy(proto::TransportKind kind, bool apm, const rpmem::transport::MediumTraits &medium,
-                const std::string &data_path) {
+                const std::string &data_path, const std::string &durability) {
   RPMEM_LOG_NOTICE("persistency policy:");
   if (apm) {
     RPMEM_LOG_NOTICE("\tpersist method: %s", kApmName);
@@ -68,6 +79,7 @@ void log_policy(proto::TransportKind kind, bool apm, const rpmem::transport::Med
     RPMEM_LOG_NOTICE("\tpersist flush: %s", medium.flush);
   }
   RPMEM_LOG_NOTICE("\tmedium: %s", medium.description);
+  RPMEM_LOG_NOTICE("\tdurability: %s", durability.c_str());
   // APM over tcp: no RDMA READ to wait for; the daemon flushes as it copies.
   if (apm && kind == proto::TransportKind::kTcp)
     RPMEM_LOG_NOTICE(

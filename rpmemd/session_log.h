@@ -9,6 +9,7 @@
 #include "common/proto.h"
 #include "common/transport/persister.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,9 +23,15 @@ std::string provider_names(uint32_t t);
 void log_pool_attr(const rpmem::PoolAttr *attr);
 
 // "persistency policy:" and its lines. data_path: where RDMA writes land
-// (verbs only).
+// (verbs only); durability: the session's levels (durability_text()).
 void log_policy(rpmem::proto::TransportKind kind, bool apm,
-                const rpmem::transport::MediumTraits &medium, const std::string &data_path);
+                const rpmem::transport::MediumTraits &medium, const std::string &data_path,
+                const std::string &durability);
+// What the policy's "durability:" line says: the pool's level, what it is
+// on `medium`, and whether visible calls are granted (`visible`).
+std::string durability_text(rpmem::proto::Durability pool, bool visible,
+                            const rpmem::transport::MediumTraits &medium,
+                            std::chrono::milliseconds write_back);
 
 // The response block of a request that succeeded; the session secret takes
 // the place of the rkey and is not logged. Cleartext lanes log as PMDK did

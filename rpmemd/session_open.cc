@@ -232,16 +232,6 @@ Status Session::grant_levels(const proto::PoolRequest &req) {
     }
   }
   view_->grant_visible(visible_);
-  if (req.durability == proto::Durability::kVisible && view_->traits().visible_cheaper)
-    RPMEM_LOG_NOTICE(
-        "durability: visible (acknowledged in %s, persistent at the latest %lld ms "
-        "later)",
-        view_->traits().noun, static_cast<long long>(params_.visible_writeback.count()));
-  else if (req.durability == proto::Durability::kVisible)
-    RPMEM_LOG_NOTICE("durability: visible (%s: acknowledged persistent, at no extra cost)",
-                     view_->traits().noun);
-  else
-    RPMEM_LOG_NOTICE("durability: persistent%s", visible_ ? " (visible calls granted)" : "");
   return Status::kSuccess;
 }
 
@@ -306,7 +296,8 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   if (Status s = key_lanes(security, tp, resp); s != Status::kSuccess) return undo(s);
   proto::TransportKind kind{};
   if (Status s = start_target(offered, tp, kind); s != Status::kSuccess) return undo(s);
-  log_policy(kind, apm_, view_->traits(), target_->data_path());
+  log_policy(kind, apm_, view_->traits(), target_->data_path(),
+             durability_text(req.durability, visible_, view_->traits(), params_.visible_writeback));
   if (params_.status) {
     PoolInfo info;
     info.pool_set = req.pool_set;

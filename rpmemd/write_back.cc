@@ -1,41 +1,80 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// WriteBack's thread (write_back.h).
+// The process's write-back thread and the pools in its care (write_back.h).
 #include "rpmemd/write_back.h"
 
 #include "common/log.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace rpmemd {
+namespace {
 
-WriteBack::WriteBack(rpmem::transport::Persister &persister, std::chrono::milliseconds bound)
-    : persister_(persister), bound_(bound) {
-  thread_ = std::thread([this] { run(); });
-}
+using std::chrono::milliseconds;
 
-WriteBack::~WriteBack() {
-  {
+class Registry {
+ public:
+  ~Registry() {  // at exit: every session has taken its pool out
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+  }
+  void add(WriteBack *w) {
     std::lock_guard lock(mu_);
-    stop_ = true;
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });  // may throw
+    pools_.push_back(w);
+    cv_.notify_all();  // a shorter bound: look sooner
   }
-  cv_.notify_all();
-  thread_.join();
+  void remove(WriteBack *w) {
+    std::lock_guard lock(mu_);  // not while the thread writes it back
+    std::erase(pools_, w);
+  }
+
+ private:
+  void run() noexcept;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<WriteBack *> pools_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+Registry &registry() {
+  static Registry r;
+  return r;
 }
 
-void WriteBack::run() noexcept {
-  const auto period = std::max(std::chrono::milliseconds(1), bound_ / 4);
+void Registry::run() noexcept {
   std::unique_lock lock(mu_);
-  while (!cv_.wait_for(lock, period, [&] { return stop_; })) {
-    lock.unlock();
-    // An error is logged by the persister; the bytes stay counted as not
-    // durable, and the next look tries again.
-    const auto age = persister_.unpersisted_age();
-    if (age >= bound_ / 2 && !persister_.write_back(bound_ / 2))
-      RPMEM_LOG_INFO("visible bytes written back, the oldest %lld ms after its acknowledgement",
-                     static_cast<long long>(
-                         std::chrono::duration_cast<std::chrono::milliseconds>(age).count()));
-    lock.lock();
+  while (!stop_) {
+    milliseconds period{1000};
+    for (const WriteBack *w : pools_)
+      period = std::min(period, std::max(milliseconds(1), w->bound / 4));
+    cv_.wait_for(lock, period);
+    for (WriteBack *w : pools_) {
+      // An error is logged by the persister; the bytes stay counted as not
+      // durable, and the next look tries again.
+      const auto age = w->persister.unpersisted_age();
+      if (age >= w->bound / 2 && !w->persister.write_back(w->bound / 2))
+        RPMEM_LOG_INFO(
+            "visible bytes written back, the oldest %lld ms after its acknowledgement",
+            static_cast<long long>(std::chrono::duration_cast<milliseconds>(age).count()));
+    }
   }
 }
+
+}  // namespace
+
+WriteBack::WriteBack(rpmem::transport::Persister &p, milliseconds b) : persister(p), bound(b) {
+  registry().add(this);
+}
+
+WriteBack::~WriteBack() { registry().remove(this); }
 
 }  // namespace rpmemd

@@ -196,8 +196,8 @@ TEST_F(Errno, BadDataPathArgumentsAreEinvalAndDoNotPoisonTheHandle) {
   };
   uint8_t buf[64];
   const Case cases[] = {
-      {"persist flags", rpmem_persist(rpp, 4096, 64, 0, 2), "invalid flags (0x2)"},
-      {"flush flags", rpmem_flush(rpp, 4096, 64, 0, 4), "invalid flags (0x4)"},
+      {"persist flags", rpmem_persist(rpp, 4096, 64, 0, 8), "invalid flags (0x8)"},
+      {"flush flags", rpmem_flush(rpp, 4096, 64, 0, 16), "invalid flags (0x10)"},
       {"drain flags", rpmem_drain(rpp, 0, 1), "invalid flags (0x1)"},
       {"persist in header", rpmem_persist(rpp, 100, 64, 0, 0),
        "offset (100) in pool is less than 4096 bytes"},
@@ -215,9 +215,9 @@ TEST_F(Errno, BadDataPathArgumentsAreEinvalAndDoNotPoisonTheHandle) {
   };
   for (const auto &c : cases) EXPECT_EQ(c.rc, -1) << c.what;
   // errno and message of the last case, then each again one by one.
-  EXPECT_EQ(rpmem_persist(rpp, 4096, 64, 0, 2), -1);
+  EXPECT_EQ(rpmem_persist(rpp, 4096, 64, 0, 8), -1);
   EXPECT_EQ(errno, EINVAL);
-  EXPECT_STREQ(rpmem_errormsg(), "invalid flags (0x2)");
+  EXPECT_STREQ(rpmem_errormsg(), "invalid flags (0x8)");
   EXPECT_EQ(rpmem_persist(rpp, 100, 64, 0, 0), -1);
   EXPECT_EQ(errno, EINVAL);
   EXPECT_STREQ(rpmem_errormsg(), "offset (100) in pool is less than 4096 bytes");

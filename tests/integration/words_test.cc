@@ -169,6 +169,7 @@ TEST_F(Words, CreateOpenCloseSessionLogsAsPmdk) {
       "    persist method: General Purpose Server Persistency Method",
       test_medium() == "pmem" ? "    persist flush: pmem_persist" : "    persist flush: pmem_msync",
       "    medium: {}",
+      "    durability: persistent (visible calls granted)",
   };
   // The ctest label tls-lanes runs every test with RPMEM_DATA_TLS=1: one
   // line more then, and it says the lanes are in TLS.
@@ -380,7 +381,7 @@ TEST_F(Words, ErrormsgIsPmdksTextForEachSituation) {
   RPMEMpool *rpp = rpmem_create(host, "p.set", addr, kPool, &nl, nullptr);
   ASSERT_NE(rpp, nullptr) << rpmem_errormsg();
   expect("pool in use", open("p.set", kPool), EBUSY, "Pool already in use");
-  expect("persist flags", rpmem_persist(rpp, 4096, 64, 0, 2) == -1, EINVAL, "invalid flags (0x2)");
+  expect("persist flags", rpmem_persist(rpp, 4096, 64, 0, 8) == -1, EINVAL, "invalid flags (0x8)");
   expect("deep persist on a bad lane", rpmem_deep_persist(rpp, 4096, 64, 9) == -1, EINVAL,
          "persist operation failed");
   uint8_t buf[64];
