@@ -64,8 +64,8 @@ std::string durability_text(proto::Durability pool, bool visible,
     return visible ? "persistent (visible calls granted)" : "persistent";
   if (!medium.visible_cheaper)
     return std::string("visible (") + medium.noun + ": acknowledged persistent, at no extra cost)";
-  return std::string("visible (acknowledged in ") + medium.noun +
-         ", persistent at the latest " + std::to_string(write_back.count()) + " ms later)";
+  return std::string("visible (acknowledged in ") + medium.noun + ", persistent at the latest " +
+         std::to_string(write_back.count()) + " ms later)";
 }
 
 void log_policy(proto::TransportKind kind, bool apm, const rpmem::transport::MediumTraits &medium,
