@@ -15,6 +15,7 @@ namespace rpmem_bench {
 enum class Op {
   kPersist,         // rpmem_persist(flags 0)
   kPersistRelaxed,  // rpmem_persist(RPMEM_PERSIST_RELAXED)
+  kPersistVisible,  // rpmem_persist(RPMEM_PERSIST_VISIBLE): the visible level
   kDeepPersist,     // rpmem_deep_persist
   kFlushDrain,      // batch x rpmem_flush + rpmem_drain
   kRead,            // rpmem_read

@@ -30,7 +30,9 @@ The target and pool set:
 What to measure:
   -o, --ops LIST          persist, relaxed (persist with RPMEM_PERSIST_RELAXED),
                           deep (rpmem_deep_persist), flush (BATCH x rpmem_flush
-                          then rpmem_drain), read, or all
+                          then rpmem_drain), read, visible (persist with
+                          RPMEM_PERSIST_VISIBLE: acknowledged once in the
+                          target's memory, against raw-rr), or all
                           (default persist,relaxed,deep,flush,read)
   -b, --sizes LIST        block sizes, with K/M/G suffixes
                           (default 64,4K,64K,1M)
@@ -144,6 +146,8 @@ std::vector<Op> parse_ops(const char *arg) {
       ops.push_back(Op::kPersist);
     else if (s == "relaxed")
       ops.push_back(Op::kPersistRelaxed);
+    else if (s == "visible")
+      ops.push_back(Op::kPersistVisible);
     else if (s == "deep")
       ops.push_back(Op::kDeepPersist);
     else if (s == "flush")

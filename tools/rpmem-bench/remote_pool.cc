@@ -99,8 +99,11 @@ Workload RemotePool::workload(const Case &c, std::string &why) {
     case Op::kPersistWide:
     case Op::kPersistTls:
     case Op::kPersistSealed:
-    case Op::kPersistRelaxed: {
-      unsigned flags = c.op == Op::kPersistRelaxed ? RPMEM_PERSIST_RELAXED : 0;
+    case Op::kPersistRelaxed:
+    case Op::kPersistVisible: {
+      unsigned flags = c.op == Op::kPersistRelaxed   ? RPMEM_PERSIST_RELAXED
+                       : c.op == Op::kPersistVisible ? RPMEM_PERSIST_VISIBLE
+                                                     : 0;
       w.op = [rpp, at, size, flags](unsigned lane, uint64_t i) {
         AllocScope scope;
         return rpmem_persist(rpp, at(lane, i), size, lane, flags) ? errno : 0;

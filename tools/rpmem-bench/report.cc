@@ -304,6 +304,8 @@ const char *op_name(Op op) {
       return "persist";
     case Op::kPersistRelaxed:
       return "persist-relaxed";
+    case Op::kPersistVisible:
+      return "persist-visible";
     case Op::kDeepPersist:
       return "deep-persist";
     case Op::kFlushDrain:
