@@ -19,6 +19,15 @@
 # so a missing cache flush (pmem_persist) cannot show there; what this cut
 # proves is the path (the fsdax medium, the bounded landing path over
 # verbs), the pool header and the layout of the parts after a cut.
+# The last cut on the disk of each transport is at the visible level
+# (RPMEM_DURABILITY=visible; a lane's first step and its deep persists
+# persistent, the rest visible, so that a persistent call, which writes the
+# whole pool back, seldom covers them; rpmemd's visible-writeback 1000 ms):
+# persistent acknowledgements, and visible ones older than 1000 ms at the
+# cut, must all be on the disk; the verifier counts what survived of the
+# younger ones. RPMEM_POWERCUT_NEGATIVE=1 adds
+# its negative control: the same with a write-back bound of 600 s, where
+# the check at 1000 ms must fail.
 # Environment: RPMEM_POWERCUT_CUTS (cuts per transport, default 3),
 # RPMEM_POWERCUT_TRANSPORTS (default "tcp verbs"), RPMEM_POWERCUT_SEED (the
 # first cut's seed; later cuts add 1), RPMEM_POWERCUT_ACKS (acknowledgements
@@ -67,9 +76,9 @@ trap cleanup EXIT
 # daemon's config and log live in the guest's RAM.
 mkdir "$tmp/guest"
 cat >"$tmp/guest/run.sh" <<'GUEST'
-# run.sh TRANSPORT BUILD TOP SEED LANES MAX_STEPS MEDIUM
+# run.sh TRANSPORT BUILD TOP SEED LANES MAX_STEPS MEDIUM [WRITEBACK_MS]
 set -e
-transport=$1 build=$2 top=$3 medium=$7
+transport=$1 build=$2 top=$3 medium=$7 writeback=${8:-}
 if [ "$medium" = pmem ]; then
   # ext4 -o dax on /dev/pmem0, mounted by the VM at /mnt/pmem; the host
   # finds its bytes in the NVDIMM's backing file at this offset.
@@ -83,6 +92,12 @@ mkdir -p $root/pool /tmp/pc/sets
 printf 'PMEMPOOLSET\n2097152 %s/pool/a.part\n2097152 %s/pool/b.part\n' $root $root >/tmp/pc/sets/pc.set
 printf 'poolset-dir = /tmp/pc/sets\nlog-file = /tmp/pc/rpmemd.log\nlog-level = info\n' \
   >/tmp/pc/rpmemd.conf
+every=""
+if [ -n "$writeback" ]; then  # the visible level, a lane's first step persistent
+  echo "visible-writeback = $writeback" >>/tmp/pc/rpmemd.conf
+  export RPMEM_DURABILITY=visible
+  every=1000000000
+fi
 sync
 export RPMEM_SSH="$top/tools/local-ssh"
 export RPMEM_CMD="exec $build/rpmemd -c /tmp/pc/rpmemd.conf"
@@ -95,7 +110,7 @@ case $transport in
     export FAKE_SSH_CONNECTION="$RPMEM_VM_IP 50000 $RPMEM_VM_IP 22" ;;
 esac
 rc=0
-"$build/tests/powercut/powercut_client" 127.0.0.1 pc.set "$4" "$5" "$6" || rc=$?
+"$build/tests/powercut/powercut_client" 127.0.0.1 pc.set "$4" "$5" "$6" $every || rc=$?
 echo "client exited with status $rc before the power cut"
 tail -n 20 /tmp/pc/rpmemd.log /tmp/pc/client.log 2>/dev/null || true
 exit 1
@@ -105,11 +120,17 @@ summary=()
 failed=0
 seed=${RPMEM_POWERCUT_SEED:-$(((RANDOM << 15) | RANDOM))}
 
-# run_cut TRANSPORT N MEDIUM: one boot, one power cut, one check; 0 when
-# nothing was lost. MEDIUM: disk (an ext4 disk image) or pmem (the NVDIMM).
+# run_cut TRANSPORT N MEDIUM [LEVEL]: one boot, one power cut, one check; 0
+# when nothing was lost. MEDIUM: disk (an ext4 disk image) or pmem (the
+# NVDIMM). LEVEL: persistent (default), visible, or negative (visible with
+# a bound of 600 s checked at 1000 ms: 0 when the check fails).
 run_cut() {
-  local t=$1 n=$2 medium=$3 d="$tmp/$1-$3-$2" rdma=none acks rc=0 cut=0 got=0 t0=$SECONDS
-  local store=()
+  local t=$1 n=$2 medium=$3 level=${4:-persistent} d="$tmp/$1-$3-$2" rdma=none acks rc=0 cut=0
+  local got=0 t0=$SECONDS store=() writeback="" bound=()
+  case $level in
+    visible) writeback=1000 bound=(1000) ;;
+    negative) writeback=600000 bound=(1000) ;;
+  esac
   acks=${RPMEM_POWERCUT_ACKS:-$((200 + RANDOM % 600))}
   [ "$t" = verbs ] && rdma=rxe
   mkdir "$d"
@@ -121,7 +142,7 @@ run_cut() {
     mkfs.ext4 -q -F "$d/disk.img"
     store=(--disk "$d/disk.img")
   fi
-  echo "--- $t cut $n, pool on $medium: seed $seed, power cut after $acks acknowledgements"
+  echo "--- $t cut $n, pool on $medium, $level: seed $seed, power cut after $acks acknowledgements"
   rm -f "$tmp/qemu.pid"
   : >"$d/console.log"
   # cache=writeback: the guest's writes go to the host's page cache, which
@@ -129,7 +150,7 @@ run_cut() {
   # guest had written to its disk when qemu died, and nothing it had not.
   "$vm" --timeout "$vm_timeout" --rdma "$rdma" --qemu-pidfile "$tmp/qemu.pid" \
     "${store[@]}" --share "$tmp/guest" \
-    -- sh "$tmp/guest/run.sh" "$t" "$build" "$top" "$seed" "$lanes" "$max_steps" "$medium" \
+    -- sh "$tmp/guest/run.sh" "$t" "$build" "$top" "$seed" "$lanes" "$max_steps" "$medium" $writeback \
     >"$d/console.log" 2>&1 &
   vm_job=$!
   while kill -0 "$vm_job" 2>/dev/null; do
@@ -185,10 +206,19 @@ run_cut() {
     return 1
   fi
   rc=0
-  "$verify" "$d/console.log" "$d/a.part" "$d/b.part" >"$d/verify.log" 2>&1 || rc=$?
+  "$verify" "$d/console.log" "$d/a.part" "$d/b.part" "${bound[@]}" >"$d/verify.log" 2>&1 || rc=$?
   sed 's/^/  /' "$d/verify.log"
-  summary+=("$t cut $n, $medium (seed $seed, cut after $got acks, $((SECONDS - t0)) s): $(
+  summary+=("$t cut $n, $medium, $level (seed $seed, cut after $got acks, $((SECONDS - t0)) s): $(
     sed -n 's/^powercut_verify: //p' "$d/verify.log" | head -n1)")
+  if [ "$level" = negative ]; then  # the check must have failed
+    if [ $rc -ne 1 ]; then
+      echo "test-powercut: $t negative control: FAILED: nothing was lost with a bound of 600 s"
+      keep "$d"
+      return 1
+    fi
+    rm -rf "$d"
+    return 0
+  fi
   if [ $rc -ne 0 ]; then
     echo "test-powercut: $t cut $n: FAILED (verifier status $rc)"
     keep "$d"
@@ -209,9 +239,15 @@ start=$SECONDS
 for t in $transports; do
   [ "$t" = verbs ] && vm_verbs_build test-powercut "$build"
   for n in $(seq 1 "$cuts"); do
-    run_cut "$t" "$n" disk || failed=1
+    level=persistent
+    [ "$n" = "$cuts" ] && level=visible
+    run_cut "$t" "$n" disk $level || failed=1
     seed=$((seed + 1))
   done
+  if [ "${RPMEM_POWERCUT_NEGATIVE:-0}" = 1 ]; then
+    run_cut "$t" 0 disk negative || failed=1
+    seed=$((seed + 1))
+  fi
   for n in $(seq 1 "${RPMEM_POWERCUT_PMEM_CUTS:-1}"); do
     run_cut "$t" "$n" pmem || failed=1
     seed=$((seed + 1))

@@ -6,15 +6,22 @@
 // that each line reaches the console whole and at once:
 //   start seed=S lanes=L size=P
 //   issue LANE INDEX KIND OFFSET LENGTH FLAGS   before a write is handed over
-//   ack LANE INDEX                              the call returned 0: every
+//   ack LANE INDEX LEVEL MS                     the call returned 0: every
 //                                               write of LANE up to INDEX is
-//                                               acknowledged
+//                                               acknowledged, at LEVEL p
+//                                               (persistent) or v (visible),
+//                                               at MS (CLOCK_MONOTONIC, ms)
 //   done | error ...
-//   powercut_client TARGET POOL_SET SEED LANES MAX_STEPS
+//   powercut_client TARGET POOL_SET SEED LANES MAX_STEPS [PERSISTENT_EVERY]
+// With PERSISTENT_EVERY (a pool of RPMEM_DURABILITY=visible), every
+// PERSISTENT_EVERY-th step of a lane asks for the persistent level and the
+// others take the pool's, visible; a deep persist, which is always
+// persistent (and writes the whole pool back), is a visible persist then.
 #include "tests/powercut/schedule.h"
 
 #include <errno.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cinttypes>
@@ -53,12 +60,21 @@ void say(const char *fmt, ...) {
   std::_Exit(1);
 }
 
+uint64_t now_ms() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
 void run_lane(RPMEMpool *rpp, uint8_t *pool, uint64_t seed, unsigned lane, unsigned lanes,
-              unsigned long max_steps) {
+              unsigned long max_steps, unsigned long persistent_every) {
   powercut::LaneSchedule schedule(seed, lane, lanes);
   for (unsigned long n = 0; n < max_steps; ++n) {
     const powercut::Step s = schedule.next();
     if (s.blocks.empty()) continue;
+    // The level of this step's calls: the pool's, or persistent.
+    const bool persistent = persistent_every == 0 || n % persistent_every == 0;
+    const unsigned level = persistent_every == 0 ? 0 : persistent ? RPMEM_PERSIST_PERSISTENT : 0;
     for (const powercut::Block &b : s.blocks) {
       powercut::Content(seed, lane, b.index).fill(pool, b.off, b.len);
       say("issue %u %" PRIu64 " %s %zu %zu %u", lane, b.index, powercut::kind_name(s.kind), b.off,
@@ -66,33 +82,37 @@ void run_lane(RPMEMpool *rpp, uint8_t *pool, uint64_t seed, unsigned lane, unsig
       int r = 0;
       switch (s.kind) {
         case powercut::Kind::kPersist:
-          r = rpmem_persist(rpp, b.off, b.len, lane, 0);
+          r = rpmem_persist(rpp, b.off, b.len, lane, level);
           break;
         case powercut::Kind::kPersistRelaxed:
-          r = rpmem_persist(rpp, b.off, b.len, lane, RPMEM_PERSIST_RELAXED);
+          r = rpmem_persist(rpp, b.off, b.len, lane, RPMEM_PERSIST_RELAXED | level);
           break;
         case powercut::Kind::kDeepPersist:
-          r = rpmem_deep_persist(rpp, b.off, b.len, lane);
+          r = persistent_every == 0 ? rpmem_deep_persist(rpp, b.off, b.len, lane)
+                                    : rpmem_persist(rpp, b.off, b.len, lane, level);
           break;
         case powercut::Kind::kFlushBatch:
-          r = rpmem_flush(rpp, b.off, b.len, lane, b.flush_flags);
+          r = rpmem_flush(rpp, b.off, b.len, lane, b.flush_flags | level);
           break;
       }
       if (r != 0) fail(lane, b.index, powercut::kind_name(s.kind));
     }
-    if (s.kind == powercut::Kind::kFlushBatch && rpmem_drain(rpp, lane, 0) != 0)
+    if (s.kind == powercut::Kind::kFlushBatch && rpmem_drain(rpp, lane, level) != 0)
       fail(lane, s.blocks.back().index, "drain");
-    say("ack %u %" PRIu64, lane, s.blocks.back().index);
+    say("ack %u %" PRIu64 " %c %" PRIu64, lane, s.blocks.back().index, persistent ? 'p' : 'v',
+        now_ms());
   }
 }
 
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: %s TARGET POOL_SET SEED LANES MAX_STEPS\n", argv[0]);
+  if (argc != 6 && argc != 7) {
+    std::fprintf(stderr, "usage: %s TARGET POOL_SET SEED LANES MAX_STEPS [PERSISTENT_EVERY]\n",
+                 argv[0]);
     return 2;
   }
+  const unsigned long persistent_every = argc == 7 ? std::strtoul(argv[6], nullptr, 10) : 0;
   const uint64_t seed = std::strtoull(argv[3], nullptr, 10);
   unsigned lanes = static_cast<unsigned>(std::strtoul(argv[4], nullptr, 10));
   const unsigned long max_steps = std::strtoul(argv[5], nullptr, 10);
@@ -117,7 +137,7 @@ int main(int argc, char **argv) {
 
   std::vector<std::thread> threads;
   for (unsigned lane = 0; lane < lanes; ++lane)
-    threads.emplace_back(run_lane, rpp, pool, seed, lane, lanes, max_steps);
+    threads.emplace_back(run_lane, rpp, pool, seed, lane, lanes, max_steps, persistent_every);
   for (auto &t : threads) t.join();
   if (rpmem_close(rpp) != 0) {
     say("error close: %s", rpmem_errormsg());

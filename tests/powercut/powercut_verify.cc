@@ -2,14 +2,20 @@
 // The power-cut test's verifier: from the client's stdout (what reached the
 // host before the power went) and the two part files dumped from the disk
 // image, checks that every acknowledged byte survived.
-//   powercut_verify CLIENT_LOG PART0 PART1
+//   powercut_verify CLIENT_LOG PART0 PART1 [BOUND_MS]
 // The client's schedule is replayed from the seed in its start line (and
 // checked against every issue line that came through). For each pool byte
-// whose last write is acknowledged ("ack LANE INDEX" covers every write of
-// LANE up to INDEX), the byte must hold that write's value, or the value of
-// a later write of the same lane, one issued after that acknowledgement and
-// perhaps in flight when the power went (or acknowledged on a line that did
-// not reach the host). Bytes no acknowledged write covers are not checked.
+// whose last write is acknowledged persistent ("ack LANE INDEX p MS" covers
+// every write of LANE up to INDEX), the byte must hold that write's value,
+// or the value of a later write of the same lane, one issued after that
+// acknowledgement and perhaps in flight when the power went (or
+// acknowledged on a line that did not reach the host). Bytes no
+// acknowledged write covers are not checked.
+// Visible acknowledgements ("ack LANE INDEX v MS") are checked as
+// persistent ones when they are older than BOUND_MS (the target's
+// visible-writeback) at the power cut, whose time is taken from the last
+// ack line that came through (earlier than the real cut: ages come out
+// shorter, never longer); the younger ones are counted, not checked.
 // Exit status: 0 nothing lost, 1 acknowledged bytes lost, 2 bad input.
 #include "tests/powercut/schedule.h"
 
@@ -44,8 +50,9 @@ struct Write {
 };
 
 struct Lane {
-  int64_t acked = -1;   // last acknowledged index
-  int64_t issued = -1;  // last index whose issue line came through
+  int64_t acked = -1;    // last acknowledged index
+  int64_t durable = -1;  // last index acknowledged persistent, or visible long enough ago
+  int64_t issued = -1;   // last index whose issue line came through
   std::vector<Write> writes;
   std::vector<uint64_t> step_last;  // per step: its last index
 };
@@ -65,10 +72,12 @@ std::vector<uint8_t> read_all(const char *path) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s CLIENT_LOG PART0 PART1\n", argv[0]);
+  if (argc != 4 && argc != 5) {
+    std::fprintf(stderr, "usage: %s CLIENT_LOG PART0 PART1 [BOUND_MS]\n", argv[0]);
     return 2;
   }
+  const bool bounded = argc == 5;
+  const uint64_t bound_ms = bounded ? std::strtoull(argv[4], nullptr, 10) : 0;
   std::ifstream log(argv[1]);
   if (!log) bad_input(std::string("cannot read ") + argv[1]);
 
@@ -85,6 +94,12 @@ int main(int argc, char **argv) {
   };
   std::vector<Issued> issues;
   std::vector<std::pair<unsigned, uint64_t>> acks;
+  struct Visible {
+    unsigned lane;
+    uint64_t index, ms;
+  };
+  std::vector<Visible> visible;  // visible acknowledgements
+  uint64_t cut_ms = 0;           // the latest ack's time
   std::string line;
   while (std::getline(log, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -111,19 +126,34 @@ int main(int argc, char **argv) {
       lanes[is.lane].issued = std::max(lanes[is.lane].issued, static_cast<int64_t>(is.index));
     } else if (word == "ack") {
       unsigned lane = 0;
-      uint64_t index = 0;
-      std::string rest;
-      if (!(ls >> lane >> index) || (ls >> rest) || lane >= nlanes) continue;
+      uint64_t index = 0, ms = 0;
+      std::string level, rest;
+      if (!(ls >> lane >> index >> level >> ms) || (ls >> rest) || lane >= nlanes ||
+          (level != "p" && level != "v"))
+        continue;
       // Its issue line came first on the same console.
       if (static_cast<int64_t>(index) > lanes[lane].issued)
         bad_input("ack line before its issue line: " + line);
       acks.emplace_back(lane, index);
       lanes[lane].acked = std::max(lanes[lane].acked, static_cast<int64_t>(index));
+      cut_ms = std::max(cut_ms, ms);
+      if (level == "p")
+        lanes[lane].durable = std::max(lanes[lane].durable, static_cast<int64_t>(index));
+      else
+        visible.push_back({lane, index, ms});
     } else if (word == "error") {
       bad_input("the client failed: " + line);
     }
   }
   if (!started) bad_input("no start line in the client log");
+  // A visible acknowledgement older than the bound is persistent by now,
+  // and so is every earlier write of its lane.
+  uint64_t visible_old = 0;
+  for (const Visible &v : visible) {
+    if (!bounded || cut_ms - v.ms <= bound_ms) continue;
+    ++visible_old;
+    lanes[v.lane].durable = std::max(lanes[v.lane].durable, static_cast<int64_t>(v.index));
+  }
 
   // Replay each lane's schedule up to the end of its in-flight window.
   for (unsigned l = 0; l < nlanes; ++l) {
@@ -163,9 +193,11 @@ int main(int argc, char **argv) {
   std::memcpy(pool.data() + powercut::kBoundary, p1.data() + powercut::kHdrSize,
               powercut::kPoolSize - powercut::kBoundary);
 
-  // The last acknowledged write of every byte (lane, index + 1; 0: none).
+  // The last durable acknowledged write of every byte (lane, index + 1; 0:
+  // none), and the last acknowledged one at any level (young: visible and
+  // younger than the bound, or not durable yet).
   std::vector<uint8_t> owner_lane(pool.size());
-  std::vector<uint32_t> owner_write(pool.size(), 0);
+  std::vector<uint32_t> owner_write(pool.size(), 0), young_write(pool.size(), 0);
   uint64_t acked_blocks = 0, acked_steps = 0, acked_calls = 0;
   for (unsigned l = 0; l < nlanes; ++l) {
     const Lane &lane = lanes[l];
@@ -174,7 +206,8 @@ int main(int argc, char **argv) {
       ++acked_blocks;
       for (size_t x = w.block.off; x < w.block.off + w.block.len; ++x) {
         owner_lane[x] = static_cast<uint8_t>(l);
-        owner_write[x] = static_cast<uint32_t>(i + 1);
+        if (i <= lane.durable) owner_write[x] = static_cast<uint32_t>(i + 1);
+        young_write[x] = i > lane.durable ? static_cast<uint32_t>(i + 1) : 0;
       }
     }
     for (uint64_t last : lane.step_last) {
@@ -205,7 +238,7 @@ int main(int argc, char **argv) {
   uint64_t in_flight = 0, furthest = 0;  // furthest: writes past the lane's last ack
   for (unsigned l = 0; l < nlanes; ++l) {
     const Lane &lane = lanes[l];
-    for (size_t i = static_cast<size_t>(lane.acked + 1); i < lane.writes.size(); ++i) {
+    for (size_t i = static_cast<size_t>(lane.durable + 1); i < lane.writes.size(); ++i) {
       const Block &b = lane.writes[i].block;
       const Content c(seed, l, b.index);
       uint64_t run = 0, longest = 0;
@@ -219,7 +252,8 @@ int main(int argc, char **argv) {
         }
       }
       if (longest >= 16)
-        furthest = std::max(furthest, static_cast<uint64_t>(i) - static_cast<uint64_t>(lane.acked));
+        furthest =
+            std::max(furthest, static_cast<uint64_t>(i) - static_cast<uint64_t>(lane.durable));
     }
   }
 
@@ -258,6 +292,18 @@ int main(int argc, char **argv) {
         return current.size();
       }(),
       in_flight, furthest, lost_bytes, lost_writes.size(), ranges.size());
+  if (!visible.empty()) {
+    uint64_t young = 0, intact = 0;
+    for (size_t x = 0; x < pool.size(); ++x) {
+      if (young_write[x] == 0) continue;
+      ++young;
+      intact += pool[x] == Content(seed, owner_lane[x], young_write[x] - 1).at(x);
+    }
+    std::printf("  visible acknowledgements: %zu, %" PRIu64 " older than %" PRIu64
+                " ms at the cut (checked as persistent); of the bytes only younger ones"
+                " acknowledged, %" PRIu64 " of %" PRIu64 " survived\n",
+                visible.size(), visible_old, bound_ms, intact, young);
+  }
   if (lost_bytes != 0) {
     uint64_t by_kind[4] = {}, blocks_by_kind[4] = {};
     for (size_t x = 0; x < pool.size(); ++x)

@@ -23,4 +23,13 @@ dd if=/dev/zero of="$d/b2.part" bs=64 count=1 seek=$(((4096 + 1048576) / 64)) co
 rc=0
 "$verify" "$d/out.log" "$d/a.part" "$d/b2.part" >"$d/lost.log" || rc=$?
 cat "$d/lost.log"
-[ $rc = 1 ] && grep -q "lost [1-9]" "$d/lost.log"
+[ $rc = 1 ] && grep -q "lost [1-9]" "$d/lost.log" || exit 1
+# A visible pool, every 4th step persistent: after the close every byte is
+# there, the visible ones checked as persistent (a bound of 0 ms).
+rm -f "$d"/a.part "$d"/b.part
+RPMEM_SSH=$ssh RPMEM_CMD="exec $rpmemd -c $d/rpmemd.conf" RPMEM_ENABLE_VERBS=0 \
+  RPMEM_DURABILITY=visible "$client" 127.0.0.1 pc.set 8 4 150 4 >"$d/vis.log" ||
+  { tail "$d/vis.log" "$d/rpmemd.log"; exit 1; }
+grep -q '^ack [0-9]* [0-9]* v ' "$d/vis.log" && grep -q '^ack [0-9]* [0-9]* p ' "$d/vis.log"
+"$verify" "$d/vis.log" "$d/a.part" "$d/b.part" 0 | tee "$d/vis-verify.log"
+grep -q "visible acknowledgements: [1-9]" "$d/vis-verify.log"
