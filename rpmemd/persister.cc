@@ -2,6 +2,8 @@
 // choose_persister(): the one place where rpmemd tells media apart.
 #include "rpmemd/persister.h"
 
+#include "rpmemd/pool_cxl.h"
+
 #include <libpmem.h>
 
 #include <algorithm>
@@ -17,9 +19,11 @@ std::unique_ptr<Persister> choose_persister(uint8_t *base, size_t size,
   const bool some_devdax =
       std::any_of(parts.begin(), parts.end(), [](const MappedPart &p) { return p.dax_align != 0; });
   if (some_devdax && !devdax) return nullptr;
-  if (devdax) return make_devdax_persister(base, parts);
-  if (all([](const MappedPart &p) { return p.map_sync; }) || pmem_is_pmem(base, size) != 0)
-    return make_fsdax_persister(base, size);
+  const bool cxl = all([](const MappedPart &p) { return p.nd_provider == kNdProviderCxl; });
+  if (devdax) return cxl ? make_cxl_devdax_persister(base) : make_devdax_persister(base, parts);
+  const bool map_sync = all([](const MappedPart &p) { return p.map_sync; });
+  if (map_sync && cxl) return make_cxl_fsdax_persister(base, size);
+  if (map_sync || pmem_is_pmem(base, size) != 0) return make_fsdax_persister(base, size);
   if (all([](const MappedPart &p) { return p.in_ram; })) return make_ram_persister(base);
   return make_page_cache_persister(base, size, parts);
 }

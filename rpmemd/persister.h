@@ -37,11 +37,17 @@ struct MappedPart {
   off_t file_off = 0;      // file offset of the first mapped byte
   uint64_t dax_align = 0;  // a device DAX: its alignment (0: a file)
   std::string deep_flush;  // a device DAX: its region's deep_flush (may be empty)
+  // Where it is mapped, of a part on fsdax or a device DAX: the provider of
+  // the nvdimm bus its memory is on (pool_cxl.h: "CXL", "ACPI.NFIT"); empty
+  // when none, and for the other parts.
+  std::string nd_provider;
 };
 
 // The persister of the pool mapped at [base, +size) from `parts`, which
 // must outlive it:
+//   every part a device DAX on CXL          -> CXL persistent memory (devdax)
 //   every part a device DAX                 -> Device DAX
+//   every part mapped with MAP_SYNC and on CXL -> CXL persistent memory (fsdax)
 //   every part mapped with MAP_SYNC, or pmem_is_pmem() (PMEM_IS_PMEM_FORCE)
 //                                           -> fsdax persistent memory
 //   every part in RAM (tmpfs, ramfs, hugetlbfs) -> RAM
@@ -58,6 +64,8 @@ std::unique_ptr<Persister> make_page_cache_persister(uint8_t *base, size_t size,
 std::unique_ptr<Persister> make_fsdax_persister(uint8_t *base, size_t size);
 std::unique_ptr<Persister> make_devdax_persister(uint8_t *base,
                                                  const std::vector<MappedPart> &parts);
+std::unique_ptr<Persister> make_cxl_fsdax_persister(uint8_t *base, size_t size);
+std::unique_ptr<Persister> make_cxl_devdax_persister(uint8_t *base);
 
 // rpmemd --remove of a device DAX part (which is not unlinked): zeroes its
 // pool header, as PMDK did (persister_devdax.cc).

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "rpmemd/pool_badblocks.h"
+#include "rpmemd/pool_cxl.h"
 #include "rpmemd/pool_device_dax.h"
 
 #include <fcntl.h>
@@ -215,6 +216,8 @@ std::error_code PoolMapping::map() noexcept {
     part.in_ram =
         part.dax_align == 0 && ::fstatfs(part.fd, &fs) == 0 &&
         (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
+    // Persistent memory: on which nvdimm bus (CXL or an NVDIMM's).
+    if (part.map_sync || part.dax_align != 0) part.nd_provider = nd_bus_provider_of(part.fd);
   }
   try {
     persister_ = choose_persister(base_, size_, parts_);

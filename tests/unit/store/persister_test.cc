@@ -15,6 +15,8 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -90,6 +92,75 @@ TEST(ChoosePersister, TakesTheMediumEveryPartIsOn) {
   EXPECT_EQ(medium_of({sync, ram}), "disk") << "MAP_SYNC on some parts only";
   EXPECT_EQ(medium_of({dax, dax}), "pmem");
   EXPECT_EQ(medium_of({dax, disk}), "none") << "Device DAX and files mixed";
+}
+
+// CXL: every part on an nvdimm bus whose provider is CXL (pool_cxl.h).
+TEST(ChoosePersister, CxlWhenEveryPartIsOnCxl) {
+  MappedPart sync, dax, cxl_sync, cxl_dax, cxl_file;
+  sync.map_sync = cxl_sync.map_sync = true;
+  dax.dax_align = cxl_dax.dax_align = 2 << 20;
+  sync.nd_provider = dax.nd_provider = "ACPI.NFIT";
+  cxl_sync.nd_provider = cxl_dax.nd_provider = cxl_file.nd_provider = "CXL";
+  EXPECT_EQ(medium_of({cxl_sync, cxl_sync}), "cxl");
+  EXPECT_EQ(medium_of({cxl_dax}), "cxl");
+  EXPECT_EQ(medium_of({cxl_sync, sync}), "pmem") << "CXL and an NVDIMM";
+  EXPECT_EQ(medium_of({cxl_dax, dax}), "pmem") << "CXL and an NVDIMM";
+  EXPECT_EQ(medium_of({cxl_file}), "disk") << "on CXL but not mapped with MAP_SYNC";
+  EXPECT_EQ(medium_of({cxl_dax, cxl_sync}), "none") << "Device DAX and files mixed";
+}
+
+// Persistent memory's behaviour, CXL's names.
+TEST(ChoosePersister, CxlBehavesAsPersistentMemory) {
+  MappedPart sync, cxl_sync, cxl_dax;
+  sync.map_sync = cxl_sync.map_sync = true;
+  cxl_dax.dax_align = 2 << 20;
+  cxl_sync.nd_provider = cxl_dax.nd_provider = "CXL";
+  std::vector<uint8_t> mem(kLen);
+  auto p = choose_persister(mem.data(), kLen, {sync});
+  auto f = choose_persister(mem.data(), kLen, {cxl_sync});
+  auto d = choose_persister(mem.data(), kLen, {cxl_dax});
+  ASSERT_TRUE(p && f && d);
+  for (const MediumTraits *t : {&f->traits(), &d->traits()}) {
+    EXPECT_STREQ(t->name, "cxl");
+    EXPECT_STREQ(t->flush, p->traits().flush);
+    EXPECT_EQ(t->nic_writes, p->traits().nic_writes);
+    EXPECT_EQ(t->waits_for_device, p->traits().waits_for_device);
+    EXPECT_EQ(t->apm_sound, p->traits().apm_sound);
+    EXPECT_EQ(t->visible_cheaper, p->traits().visible_cheaper);
+  }
+  EXPECT_STREQ(f->traits().description, "CXL persistent memory (fsdax)");
+  EXPECT_STREQ(d->traits().description, "CXL persistent memory (devdax)");
+  EXPECT_STREQ(d->traits().noun, "CXL persistent memory (devdax)");
+}
+
+// A deep persist on CXL is the persist: the region's deep_flush is never
+// written (it reads 0 and is read-only on CXL), so it cannot fail there.
+TEST(CxlPersister, ADeepPersistIsThePersistAndWritesNoDeepFlush) {
+  TempDir dir;
+  MappedFile f(dir.path() + "/part");
+  ASSERT_NE(f.base(), nullptr);
+  const std::string deep_flush = dir.path() + "/deep_flush";
+  std::ofstream(deep_flush) << "1\n";  // what a region that wants a flush says
+  auto parts = f.parts();
+  parts[0].dax_align = 4096;
+  parts[0].deep_flush = deep_flush;
+  parts[0].nd_provider = "CXL";
+  auto d = persister_of(f, parts, "cxl");
+  ASSERT_TRUE(d);
+  const auto a = pattern(5000, 9);
+  EXPECT_EQ(d->write_durable(4096, a.data(), a.size(), true), std::error_code{});
+  EXPECT_EQ(d->persist(0, kLen, true), std::error_code{});
+  EXPECT_EQ(d->sync_all(), std::error_code{}) << "a device is not msync'ed";
+  std::ifstream in(deep_flush);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "1\n") << "never written";
+  parts[0].dax_align = 0;  // the same file as one on fsdax
+  parts[0].map_sync = true;
+  auto s = persister_of(f, parts, "cxl");
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->write_durable(8192, a.data(), a.size(), true), std::error_code{});
+  EXPECT_EQ(s->persist(0, kLen, true), std::error_code{});
+  EXPECT_EQ(s->sync_all(), std::error_code{}) << "msync, as fsdax";
+  EXPECT_EQ(f.read_file(8192, a.size()), a);
 }
 
 TEST(ChoosePersister, EachMediumStatesItsTraits) {
@@ -221,7 +292,8 @@ TEST(DevdaxPersister, OnADeviceDeepPersistsFlushTheRegion) {
               .fd = fd,
               .map_len = len,
               .dax_align = dax->align,
-              .deep_flush = dax->deep_flush};
+              .deep_flush = dax->deep_flush,
+              .nd_provider = {}};  // named as an NVDIMM's, whatever it is
   auto p = choose_persister(base, len, parts);
   ASSERT_TRUE(p);
   EXPECT_STREQ(p->traits().name, "pmem");
