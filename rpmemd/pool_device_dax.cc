@@ -70,12 +70,14 @@ std::error_code deep_flush_region(const std::string &path) noexcept {
     RPMEM_LOG_ERR("deep flush: %s %s: %s", what, path.c_str(), ec.message().c_str());
     return errc(EIO);
   };
-  // "0": the region needs no deep flush (its file is then read-only).
+  // "0" (with or without its newline): the region needs no deep flush (its
+  // file is then read-only, as on CXL): nothing is written.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return failed("cannot read");
-  char now[2] = {};
-  const bool needed = !(::read(fd, now, 2) == 2 && now[0] == '0' && now[1] == '\n');
+  char now[8] = {};
+  const ssize_t n = ::read(fd, now, sizeof(now) - 1);
   ::close(fd);
+  const bool needed = !(n >= 1 && now[0] == '0' && (n == 1 || now[1] == '\n'));
   if (!needed) return {};
   fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return failed("cannot open");

@@ -87,6 +87,12 @@ TEST_F(DeviceDaxTest, ItsRegionsDeepFlushIsFoundAndWrittenWhenTheRegionNeedsIt) 
   std::ofstream(region + "/deep_flush") << "0\n";
   EXPECT_EQ(deep_flush_region(d->deep_flush), std::error_code{});
   EXPECT_EQ(content(), "0\n") << "a region that needs none is left alone";
+  // CXL's region (Linux 6.1): "0", read-only; whatever the newline.
+  std::ofstream(region + "/deep_flush") << "0";
+  fs::permissions(region + "/deep_flush",
+                  fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  EXPECT_EQ(deep_flush_region(d->deep_flush), std::error_code{});
+  EXPECT_EQ(content(), "0") << "never written";
   EXPECT_EQ(deep_flush_region(region + "/missing"), std::make_error_code(std::errc::io_error));
 }
 
