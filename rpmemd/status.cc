@@ -131,9 +131,8 @@ void render_levels(const StatusSnapshot &s, const std::map<std::string, LaneTota
   head("rpmemd_bytes_acknowledged_total", "counter",
        "Bytes of persists and flushes acknowledged, by client and durability level.");
   for (const auto &[cn, t] : by_client) {
-    const uint64_t written = t.persisted_bytes + t.flushed_bytes;
     o += format("rpmemd_bytes_acknowledged_total{client=\"%s\",level=\"persistent\"} %" PRIu64 "\n",
-                label(cn).c_str(), written - std::min(written, t.visible_bytes));
+                label(cn).c_str(), t.persistent_bytes());
     o += format("rpmemd_bytes_acknowledged_total{client=\"%s\",level=\"visible\"} %" PRIu64 "\n",
                 label(cn).c_str(), t.visible_bytes);
   }
@@ -163,19 +162,19 @@ std::string render_text(const StatusSnapshot &s) {
                   v.pool.transport.c_str(), v.pool.medium.c_str(), v.pool.method.c_str(),
                   v.pool.durability.c_str());
     }
-    o += format("; persisted %" PRIu64 " B in %" PRIu64 " calls, flushed %" PRIu64 " B in %" PRIu64
-                ", %" PRIu64 " drains, read %" PRIu64 " B in %" PRIu64 ", %" PRIu64
-                " failed, %" PRIu64 " lanes back; acknowledged visible %" PRIu64
-                " B, the oldest not persistent yet %s; %.1f calls/s; persist p50 %s, p99 %s;"
-                " last request %s\n",
-                t.persisted_bytes, t.persists, t.flushed_bytes, t.flushes, t.drains, t.read_bytes,
-                t.reads, t.failed, t.lanes_back, t.visible_bytes,
-                v.unpersisted_ns
-                    ? format("%.3f s", static_cast<double>(v.unpersisted_ns) / 1e9).c_str()
-                    : "none",
-                v.calls_per_s, bound_text(t.quantile_ns(0.5)).c_str(),
-                bound_text(t.quantile_ns(0.99)).c_str(),
-                t.last_ns ? (seconds_since(s.now_ns, t.last_ns) + " ago").c_str() : "none");
+    o += format(
+        "; persisted %" PRIu64 " B in %" PRIu64 " calls, flushed %" PRIu64 " B in %" PRIu64
+        ", %" PRIu64 " drains, read %" PRIu64 " B in %" PRIu64 ", %" PRIu64 " failed, %" PRIu64
+        " lanes back; acknowledged persistent %" PRIu64 " B, visible %" PRIu64
+        " B, the oldest not persistent yet %s; %.1f calls/s; persist p50 %s, p99 %s;"
+        " last request %s\n",
+        t.persisted_bytes, t.persists, t.flushed_bytes, t.flushes, t.drains, t.read_bytes, t.reads,
+        t.failed, t.lanes_back, t.persistent_bytes(), t.visible_bytes,
+        v.unpersisted_ns ? format("%.3f s", static_cast<double>(v.unpersisted_ns) / 1e9).c_str()
+                         : "none",
+        v.calls_per_s, bound_text(t.quantile_ns(0.5)).c_str(),
+        bound_text(t.quantile_ns(0.99)).c_str(),
+        t.last_ns ? (seconds_since(s.now_ns, t.last_ns) + " ago").c_str() : "none");
   }
   o += "caps (in use / at most):\n";
   for (const auto &c : s.caps)
@@ -198,26 +197,28 @@ std::string render_json(const StatusSnapshot &s) {
     const LaneTotals &t = v.totals;
     o += first ? "" : ",";
     first = false;
-    o += format("{\"id\":%u,\"client\":", v.id) + json_string(v.cn) +
-         ",\"address\":" + json_string(v.peer) + ",\"pool_set\":" + json_string(v.pool.pool_set) +
-         format(",\"open\":%s,\"lanes_asked\":%u,\"lanes_granted\":%u,", v.open ? "true" : "false",
-                v.pool.lanes_asked, v.pool.lanes_granted) +
-         "\"transport\":" + json_string(v.pool.transport) +
-         ",\"medium\":" + json_string(v.pool.medium) +
-         ",\"persist_method\":" + json_string(v.pool.method) +
-         ",\"durability\":" + json_string(v.pool.durability) +
-         format(",\"bytes_acknowledged_visible\":%" PRIu64 ",\"unpersisted_seconds\":%.3f",
-                t.visible_bytes, static_cast<double>(v.unpersisted_ns) / 1e9) +
-         format(",\"persists\":%" PRIu64 ",\"bytes_persisted\":%" PRIu64 ",\"flushes\":%" PRIu64
-                ",\"bytes_flushed\":%" PRIu64 ",\"drains\":%" PRIu64 ",\"reads\":%" PRIu64
-                ",\"bytes_read\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"lanes_back\":%" PRIu64
-                ",\"calls_per_second\":%.1f,",
-                t.persists, t.persisted_bytes, t.flushes, t.flushed_bytes, t.drains, t.reads,
-                t.read_bytes, t.failed, t.lanes_back, v.calls_per_s) +
-         "\"persist_p50_seconds\":" + json_quantile(t, 0.5) +
-         ",\"persist_p99_seconds\":" + json_quantile(t, 0.99) + ",\"seconds_since_last_request\":" +
-         (t.last_ns ? format("%.3f", static_cast<double>(s.now_ns - t.last_ns) / 1e9) : "null") +
-         "}";
+    o +=
+        format("{\"id\":%u,\"client\":", v.id) + json_string(v.cn) +
+        ",\"address\":" + json_string(v.peer) + ",\"pool_set\":" + json_string(v.pool.pool_set) +
+        format(",\"open\":%s,\"lanes_asked\":%u,\"lanes_granted\":%u,", v.open ? "true" : "false",
+               v.pool.lanes_asked, v.pool.lanes_granted) +
+        "\"transport\":" + json_string(v.pool.transport) +
+        ",\"medium\":" + json_string(v.pool.medium) +
+        ",\"persist_method\":" + json_string(v.pool.method) +
+        ",\"durability\":" + json_string(v.pool.durability) +
+        format(",\"bytes_acknowledged_persistent\":%" PRIu64
+               ",\"bytes_acknowledged_visible\":%" PRIu64 ",\"unpersisted_seconds\":%.3f",
+               t.persistent_bytes(), t.visible_bytes, static_cast<double>(v.unpersisted_ns) / 1e9) +
+        format(",\"persists\":%" PRIu64 ",\"bytes_persisted\":%" PRIu64 ",\"flushes\":%" PRIu64
+               ",\"bytes_flushed\":%" PRIu64 ",\"drains\":%" PRIu64 ",\"reads\":%" PRIu64
+               ",\"bytes_read\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"lanes_back\":%" PRIu64
+               ",\"calls_per_second\":%.1f,",
+               t.persists, t.persisted_bytes, t.flushes, t.flushed_bytes, t.drains, t.reads,
+               t.read_bytes, t.failed, t.lanes_back, v.calls_per_s) +
+        "\"persist_p50_seconds\":" + json_quantile(t, 0.5) +
+        ",\"persist_p99_seconds\":" + json_quantile(t, 0.99) + ",\"seconds_since_last_request\":" +
+        (t.last_ns ? format("%.3f", static_cast<double>(s.now_ns - t.last_ns) / 1e9) : "null") +
+        "}";
   }
   o += "],\"caps\":{";
   first = true;

@@ -50,6 +50,11 @@ struct LaneTotals {
   std::array<uint64_t, kLatencyBuckets> latency{};  // persists and drains, per bucket
   LaneTotals &operator+=(const LaneTotals &o) noexcept;
   uint64_t calls() const noexcept { return persists + flushes + drains + reads; }
+  // Bytes of persists and flushes acknowledged persistent.
+  uint64_t persistent_bytes() const noexcept {
+    const uint64_t written = persisted_bytes + flushed_bytes;
+    return written - (visible_bytes < written ? visible_bytes : written);
+  }
   uint64_t timed() const noexcept {
     uint64_t n = 0;
     for (uint64_t b : latency) n += b;

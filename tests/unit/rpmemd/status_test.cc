@@ -126,7 +126,8 @@ TEST(StatusRender, TextHasALinePerSessionTheCapsAndTheRefusals) {
                    "GPSPM, visible; persisted 4096 B in 1 calls"),
             std::string::npos)
       << t;
-  EXPECT_NE(t.find("acknowledged visible 1000 B, the oldest not persistent yet 1.500 s;"),
+  EXPECT_NE(t.find("acknowledged persistent 4096 B, visible 1000 B, the oldest not persistent yet "
+                   "1.500 s;"),
             std::string::npos)
       << t;
   EXPECT_NE(t.find("read 512 B in 1, 0 failed, 1 lanes back;"), std::string::npos) << t;
@@ -141,7 +142,8 @@ TEST(StatusRender, JsonEscapesWhatANameMayHold) {
   EXPECT_NE(j.find("\"pool_set\":\"p\\\"q.set\""), std::string::npos) << j;
   EXPECT_NE(j.find("\"persists\":1,\"bytes_persisted\":4096"), std::string::npos) << j;
   EXPECT_NE(j.find("\"bytes_read\":512"), std::string::npos) << j;
-  EXPECT_NE(j.find("\"durability\":\"visible\",\"bytes_acknowledged_visible\":1000,"
+  EXPECT_NE(j.find("\"durability\":\"visible\",\"bytes_acknowledged_persistent\":4096,"
+                   "\"bytes_acknowledged_visible\":1000,"
                    "\"unpersisted_seconds\":1.500"),
             std::string::npos)
       << j;
