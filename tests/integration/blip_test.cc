@@ -8,6 +8,7 @@
 #include "tests/integration/block_writer.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/netns.h"
+#include "tests/integration/private_sshd.h"
 
 #include <gtest/gtest.h>
 
@@ -256,6 +257,29 @@ TEST_F(Blip, ThreeSecondsOfResetsAreLatency) {
 
 TEST_F(Blip, TenSecondsOfAServicesLinkAreLatency) {
   ride_out(create_over_service(), seconds(10), true, "p.part0");
+}
+
+// ssh mode through real OpenSSH: a private sshd in the namespace starts
+// rpmemd there, so the ssh connection, the control channel, crosses the
+// link with the lanes. It rides the outage out (ssh keeps its TCP
+// connection, and the library does not give up on it first).
+TEST_F(Blip, TenSecondsOfARealSshLinkAreLatency) {
+  if (std::string why = PrivateSshd::unavailable(); !why.empty()) GTEST_SKIP() << why;
+  PrivateSshd sshd;
+  const std::string dir = target_.dir() + "/sshd";
+  ::mkdir(dir.c_str(), 0700);
+  std::string why;
+  ASSERT_TRUE(sshd.start(dir, {net_.ns_ip()}, 2222, "ip netns exec " + net_.name() + " ", why))
+      << why;
+  set_env("RPMEM_SSH", sshd.ssh());
+  unsigned nl = kLanes;
+  RPMEMpool *rpp = rpmem_create(sshd.target(net_.ns_ip()).c_str(), "p.set", local_.data(),
+                                kPoolSize, &nl, nullptr);
+  ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << "\nsshd:\n" << sshd.log();
+  EXPECT_NE(target_.log_text().find("ssh connection: " + net_.host_ip() + " "), std::string::npos)
+      << "rpmemd started by sshd in the namespace\n"
+      << target_.log_text();
+  ride_out(rpp, seconds(10), true, "p.part0");
 }
 
 // A create while the service's link is out fails within the bound (20 s by

@@ -26,6 +26,9 @@ const std::vector<Part> kParts{{kPool, "p.part0"}};
 
 class Durability : public ::testing::Test {
  protected:
+  // Each test sets the pool's level it needs (ctest -L visible sets it for
+  // every test).
+  void SetUp() override { ::unsetenv("RPMEM_DURABILITY"); }
   void TearDown() override { ::unsetenv("RPMEM_DURABILITY"); }
   RPMEMpool *create(unsigned *nlanes = nullptr) {
     unsigned n = 2;

@@ -3,6 +3,7 @@
 // host and user keys, and the real ssh client as RPMEM_SSH (through a
 // one-line wrapper that adds -F, since RPMEM_SSH is a single word).
 #include "tests/integration/harness.h"
+#include "tests/integration/private_sshd.h"
 
 #include <gtest/gtest.h>
 
@@ -27,9 +28,7 @@ namespace {
 constexpr size_t kPool = 4 * kMiB;
 const std::vector<Part> kOnePart{{kPool, "p.part0"}};
 
-int run(const std::string &cmd) { return std::system(cmd.c_str()); }
-
-// A free TCP port on loopback (bound and released; sshd takes it next).
+// Whether this machine has an IPv6 loopback address.
 bool ipv6_loopback() {
   int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
   if (fd < 0) return false;
@@ -44,75 +43,19 @@ bool ipv6_loopback() {
 class RealSsh : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (::access("/usr/sbin/sshd", X_OK) != 0 || ::access("/usr/bin/ssh", X_OK) != 0)
-      GTEST_SKIP() << "OpenSSH server or client not installed";
-    if (::geteuid() != 0) GTEST_SKIP() << "a private sshd needs root here";
-    const std::string d = target_.dir();
-    ::mkdir("/run/sshd", 0755);  // sshd's privilege separation directory
-    ASSERT_EQ(run("ssh-keygen -q -t ed25519 -N '' -f " + d +
-                  "/hostkey && "
-                  "ssh-keygen -q -t ed25519 -N '' -f " +
-                  d +
-                  "/id && "
-                  "cp " +
-                  d + "/id.pub " + d + "/authorized_keys"),
-              0);
-    port_ = free_port();
-    const bool v6 = ipv6_loopback();
-    std::ofstream(d + "/sshd_config")
-        << "Port " << port_ << "\nListenAddress " << test_ip() << "\n"
-        << (v6 ? "ListenAddress ::1\n" : "") << "HostKey " << d << "/hostkey\n"
-        << "PidFile " << d << "/sshd.pid\nAuthorizedKeysFile " << d << "/authorized_keys\n"
-        << "StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
-        << "UsePAM no\nPermitRootLogin prohibit-password\nPrintMotd no\nLogLevel VERBOSE\n";
-    auto hostkey = read_file(d + "/hostkey.pub");
-    std::string key(hostkey.begin(), hostkey.end());
-    key = key.substr(0, key.rfind(' '));  // "type base64", without the comment
-    std::ofstream(d + "/known_hosts") << "[" << test_ip() << "]:" << port_ << " " << key << "\n"
-                                      << "[::1]:" << port_ << " " << key << "\n";
-    std::ofstream(d + "/ssh_config") << "Host *\n  IdentityFile " << d << "/id\n"
-                                     << "  IdentitiesOnly yes\n  UserKnownHostsFile " << d
-                                     << "/known_hosts\n  StrictHostKeyChecking yes\n"
-                                     << "  LogLevel ERROR\n";
-    std::ofstream(d + "/ssh") << "#!/bin/sh\nexec /usr/bin/ssh -F " << d << "/ssh_config \"$@\"\n";
-    ::chmod((d + "/ssh").c_str(), 0755);
-
-    sshd_ = ::fork();
-    ASSERT_GE(sshd_, 0);
-    if (sshd_ == 0) {
-      std::string log = d + "/sshd.log";
-      std::freopen(log.c_str(), "w", stderr);
-      ::execl("/usr/sbin/sshd", "/usr/sbin/sshd", "-D", "-e", "-f", (d + "/sshd_config").c_str(),
-              nullptr);
-      ::_exit(127);
-    }
-    for (int i = 0; i < 500 && !can_connect(port_); ++i) {
-      if (::waitpid(sshd_, nullptr, WNOHANG) == sshd_) {
-        sshd_ = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_TRUE(can_connect(port_)) << "sshd did not start:\n" << sshd_log();
-    set_env("RPMEM_SSH", d + "/ssh");
+    if (std::string why = PrivateSshd::unavailable(); !why.empty()) GTEST_SKIP() << why;
+    std::vector<std::string> addresses{test_ip()};
+    if (ipv6_loopback()) addresses.push_back("::1");
+    std::string why;
+    ASSERT_TRUE(sshd_.start(target_.dir(), addresses, free_port(), "", why)) << why;
+    set_env("RPMEM_SSH", sshd_.ssh());
+    port_ = sshd_.port();
     passwd *pw = ::getpwuid(::geteuid());
     user_ = pw ? pw->pw_name : "root";
   }
 
-  void TearDown() override {
-    if (sshd_ > 0) {
-      ::kill(sshd_, SIGTERM);
-      ::waitpid(sshd_, nullptr, 0);
-    }
-  }
-
-  std::string sshd_log() const {
-    auto b = read_file(target_.dir() + "/sshd.log");
-    return {b.begin(), b.end()};
-  }
-  std::string target_string(const std::string &host) const {
-    return user_ + "@" + host + ":" + std::to_string(port_);
-  }
+  std::string sshd_log() const { return sshd_.log(); }
+  std::string target_string(const std::string &host) const { return sshd_.target(host); }
 
   // Create, persist, read back, close, open, check the part file.
   void replicate(const std::string &target) {
@@ -143,7 +86,7 @@ class RealSsh : public ::testing::Test {
 
   Target target_;
   LocalPool local_{kPool};
-  pid_t sshd_ = -1;
+  PrivateSshd sshd_;
   int port_ = 0;
   std::string user_;
 };
