@@ -13,7 +13,12 @@
 #       peak memory stays below 64 MiB plus its lanes' windows, and create
 #       plus open take at most twice what they take over tcp in this boot;
 #   boot 2, devdax (/dev/dax0.0): a pool set of the whole device, over tcp
-#     and verbs, GPSPM and APM (tests/integration/devdax_test.cc).
+#     and verbs, GPSPM and APM (tests/integration/devdax_test.cc), and the
+#     same on a CXL devdax beside it (/dev/dax1.0, cxl_test.cc; docs/cxl.md);
+#   boot 3, CXL fsdax (ext4 -o dax on /mnt/cxl): the sysfs lookup that
+#     tells it from an NVDIMM, the integration tests that write into the
+#     pool, over tcp, with the pools on CXL, and a pool cycle whose
+#     daemon's log must call it CXL.
 #   scripts/test-pmem.sh [BUILD_DIR]     default: build-dev
 # Fails when the VM cannot boot; RPMEM_SKIP_VM=1 skips it on purpose.
 set -euo pipefail
@@ -22,6 +27,12 @@ build=$(cd "${1:-$top/build-dev}" && pwd -P)
 . "$top/scripts/vm-lib.sh"
 vm_ready test-pmem || exit 0
 vm_verbs_build test-pmem "$build"
+
+# On CXL, the tests that write into the pool, keep it through faults or
+# fill its file system, and cxl_test.cc's (about 35 s). Not the ones that
+# time a stream (Faults.DaemonKilledMidStream* wants each lane to have
+# persisted within its first second: CXL is slow under QEMU's emulation).
+cxl_media_tests='^(Replication\.(Persist|DeepPersist|Flush)|Faults\.(ClientKilled|Sigterm)|FullFs\.|GpspmAndApm/CxlFsdax\.)'
 
 tmp=$(mktemp -d /tmp/rpmem-test-pmem.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
@@ -86,19 +97,52 @@ GUEST
 cat >"$tmp/devdax.sh" <<GUEST
 set -u
 failed=""
-echo "=== the Device DAX persister (persister_test.cc)"
-out=\$(RPMEM_TEST_DEVDAX=\$RPMEM_VM_PMEM "$build/tests/unit_store" --gtest_filter='DevdaxPersister.*' 2>&1)
+echo "=== the Device DAX persister (persister_test.cc), the devices' sysfs (pool_cxl_test.cc)"
+out=\$(RPMEM_TEST_DEVDAX=\$RPMEM_VM_PMEM RPMEM_TEST_CXL_DEVDAX=\$RPMEM_VM_CXL "$build/tests/unit_store" \\
+  --gtest_filter='DevdaxPersister.*:CxlSysfsInTheVm.*' 2>&1)
 echo "\$out" | tail -n 3
-{ echo "\$out" | grep -q '^\[  PASSED  \] 1 test' && ! echo "\$out" | grep -q SKIPPED; } ||
+{ echo "\$out" | grep -q '^\[  PASSED  \] 2 tests' && ! echo "\$out" | grep -q SKIPPED; } ||
   failed="\$failed devdax-persister"
 for t in tcp verbs; do
-  echo "=== a device DAX pool over \$t"
+  echo "=== a device DAX pool over \$t, on the NVDIMM (\$RPMEM_VM_PMEM) and on CXL (\$RPMEM_VM_CXL)"
   # TLS and sealed lanes are tcp's (their variants run over tcp only).
   skip=""
   if [ \$t = verbs ]; then export RPMEM_TEST_TRANSPORT=verbs; skip="-LE tls-lanes|sealed-lanes"; fi
-  RPMEM_TEST_DEVDAX=\$RPMEM_VM_PMEM ctest --test-dir "$build" --output-on-failure --timeout 300 \\
-    -R 'DevDax\.' \$skip --no-tests=error || failed="\$failed \$t"
+  RPMEM_TEST_DEVDAX=\$RPMEM_VM_PMEM RPMEM_TEST_CXL_DEVDAX=\$RPMEM_VM_CXL ctest --test-dir "$build" \\
+    --output-on-failure --timeout 300 -R 'DevDax\.|^GpspmAndApm/CxlDevdax\.' \$skip --no-tests=error ||
+    failed="\$failed \$t"
 done
+echo "guest: failed:\${failed:- nothing}"
+[ -z "\$failed" ]
+GUEST
+
+cat >"$tmp/cxl.sh" <<GUEST
+set -u
+build=$build top=$top
+failed=""
+echo "=== CXL fsdax (\$RPMEM_VM_CXL_DIR): its sysfs, and the tests that write into pools there, over tcp"
+cxl=\$RPMEM_VM_CXL_DIR/pools
+mkdir -p \$cxl || exit 1
+out=\$(RPMEM_TEST_CXL_DIR=\$cxl "\$build/tests/unit_store" \\
+  --gtest_filter='CxlSysfsInTheVm.*' 2>&1)
+echo "\$out" | tail -n 1
+{ echo "\$out" | grep -q '^\[  PASSED  \] 1 test' && ! echo "\$out" | grep -q SKIPPED; } ||
+  failed="\$failed cxl-sysfs"
+# The policy lines of Replication and Apm name an NVDIMM's medium; CxlFsdax
+# checks CXL's.
+RPMEM_TEST_DIR=\$cxl RPMEM_TEST_MEDIUM=pmem RPMEM_TEST_CXL_DIR=\$cxl RPMEM_ENABLE_VERBS=0 \\
+  ctest --test-dir "\$build" --output-on-failure --timeout 300 --no-tests=error -L loopback \\
+  -R '$cxl_media_tests' || failed="\$failed cxl-tcp-suite"
+w=\$cxl/cycle
+mkdir -p \$w/sets
+printf 'PMEMPOOLSET\n32M %s/p.part\n' \$w >\$w/sets/p.set
+printf 'poolset-dir = %s/sets\nlog-file = %s/rpmemd.log\nlog-level = info\n' \$w \$w >\$w/rpmemd.conf
+RPMEM_SSH=\$top/tools/local-ssh RPMEM_ENABLE_VERBS=0 RPMEM_CMD="\$build/rpmemd -c \$w/rpmemd.conf" \\
+  "\$build/tests/pmem/pool_cycle" 127.0.0.1 p.set 32 >/dev/null || failed="\$failed cxl-cycle"
+n=\$(grep -c '^    medium: CXL persistent memory (fsdax)\$' \$w/rpmemd.log)
+echo "rpmemd's log on the CXL pool: \$n of 2 sessions say 'medium: CXL persistent memory (fsdax)'"
+[ "\$n" = 2 ] || { failed="\$failed cxl-log"; grep -A4 'persistency policy' \$w/rpmemd.log; }
+rm -rf \$w
 echo "guest: failed:\${failed:- nothing}"
 [ -z "\$failed" ]
 GUEST
@@ -133,11 +177,19 @@ for medium in disk pmem; do
     failed+=("1 GiB pool on $medium: verbs takes more than twice tcp's time")
 done
 
-echo "=== test-pmem boot 2: devdax pmem"
+echo "=== test-pmem boot 2: devdax pmem and devdax CXL"
 rc=0
-"$vm" --timeout "${RPMEM_PMEM_VM_TIMEOUT:-1500}" --pmem 256 --pmem-mode devdax --share "$tmp" \
-  -- bash "$tmp/devdax.sh" || rc=$?
+"$vm" --timeout "${RPMEM_PMEM_VM_TIMEOUT:-1500}" --pmem 256 --pmem-mode devdax \
+  --cxl 256 --cxl-mode devdax --share "$tmp" -- bash "$tmp/devdax.sh" || rc=$?
 [ $rc = 0 ] || failed+=("devdax (status $rc)")
+
+# A boot of its own: tests/vm/run puts a --disk on the CXL host bridge's
+# bus, which QEMU refuses, so boot 1 cannot have CXL beside its disk.
+echo "=== test-pmem boot 3: fsdax CXL"
+rc=0
+"$vm" --timeout "${RPMEM_PMEM_VM_TIMEOUT:-1500}" --cxl 512 --cxl-mode fsdax --share "$tmp" \
+  -- bash "$tmp/cxl.sh" || rc=$?
+[ $rc = 0 ] || failed+=("cxl fsdax (status $rc)")
 
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'test-pmem: FAILED: %s\n' "${failed[@]}"
