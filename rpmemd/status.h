@@ -26,7 +26,7 @@ struct PoolInfo {
   std::string pool_set;
   unsigned lanes_asked = 0, lanes_granted = 0;
   std::string transport;   // proto::lanes_name(): "tcp", "tcp+tls", "tcp+sealed", "verbs"
-  std::string medium;      // "pmem", "disk", "ram"
+  std::string medium;      // "pmem", "cxl", "disk", "ram"
   std::string method;      // "GPSPM", "APM"
   std::string durability;  // the pool's level, proto::durability_name()
 };

@@ -20,7 +20,7 @@
 namespace rpmem::transport {
 
 struct MediumTraits {
-  // `rpmemd status` and its metrics: "pmem", "ram" or "disk".
+  // `rpmemd status` and its metrics: "pmem", "cxl", "ram" or "disk".
   const char *name;
   // What the pool is, in a phrase ("a file in RAM"), and the log's
   // "medium:" line, which says what durable means there.
