@@ -36,7 +36,14 @@ vm_verbs_build test-rdma "$build"
 #    service's TCP control port and on tcp data ports, hundreds of pools:
 #    they test what the tcp side spends, and would not fit the guest's RAM
 #    and TCG's time.
+#  The service's dealings with systemd (readiness, its status line, socket
+#    activation, a notification socket nobody reads), its status channel's
+#    bad requests and refusal counts, metrics over HTTP, a remove through
+#    ssh and mutated create requests: their subject is the control channel,
+#    the same whatever carries the lanes (ServiceStatus.ShowsWhatEachClient
+#    DidAndTheMetricsCountIt, the lanes' counters, runs).
 exclude='HostileDaemon\.|Stranger\.|NetCut\.|Blip\.|Restart\.|Service\.ARestart|ALaneThatComesBack|TlsPolicy\.|ServiceCrowd\.|ServiceAtSoftLimit\.|ServiceFlood\.|ServiceWith'
+exclude+='|Service\.(ReportsReadiness|TellsSystemd|TakesTheListeningSocket|ANotificationSocket)|ServiceStatus\.(BadRequests|CountsRefusals|TellsSystemd)|ServiceMetricsTcp\.|ServiceUnderSystemd\.|ServiceStatusGroup\.|RealSsh\.RemoveRuns|HostileClient\.RandomlyMutated'
 tmp=$(mktemp -d /tmp/rpmem-test-rdma.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 failed=()
