@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: rpmemd config files (parse_config_text) and replace_home.
-#include "rpmemd/config.h"
-
 #include "common/error.h"
+#include "rpmemd/config.h"
 
 #include <cstdint>
 #include <exception>
