@@ -1,24 +1,29 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: BSD-3-Clause
 # Persistent memory for real, in the project's VM (tests/vm/run) with an
-# emulated NVDIMM (QEMU nvdimm, share=on on a file of the run):
-#   boot 1, fsdax (ext4 -o dax on /mnt/pmem) and an ext4 disk:
+# emulated NVDIMM (QEMU nvdimm, share=on on a file of the run) and CXL
+# persistent memory (docs/cxl.md):
+#   boot 1, fsdax (ext4 -o dax on /mnt/pmem), an ext4 disk and CXL fsdax
+#   (ext4 -o dax on /mnt/cxl):
 #     - the integration tests that touch the medium, over tcp, with the
 #       daemon's pools on pmem (the verbs ones: scripts/test-rdma.sh with
 #       RPMEM_RDMA_POOLS=fsdax);
 #     - Debian's libpmemobj and pmempool replicating to pools on pmem, and
-#       pmempool info/check on the target's parts (tests/pmdk, label pmdk);
+#       pmempool info/check on the target's parts (tests/pmdk, label pmdk;
+#       pmdk.obj and pmdk.pmempool with the replica on CXL);
 #     - a pool of 1 GiB on the disk and on pmem, over tcp and verbs: create,
 #       persist, close, open (tests/pmem/pool_cycle). Over verbs rpmemd's
 #       peak memory stays below 64 MiB plus its lanes' windows, and create
 #       plus open take at most twice what they take over tcp in this boot;
+#     - on CXL: the sysfs lookup that tells it from an NVDIMM, the
+#       integration tests that write into the pool, over tcp, with the
+#       pools on CXL, cxl_test.cc's CxlFsdax over verbs too (the lane
+#       windows), libpmemobj and pmempool with their remote replica there
+#       (pmdk.obj, pmdk.pmempool), and a pool cycle whose daemon's log must
+#       call it CXL;
 #   boot 2, devdax (/dev/dax0.0): a pool set of the whole device, over tcp
 #     and verbs, GPSPM and APM (tests/integration/devdax_test.cc), and the
-#     same on a CXL devdax beside it (/dev/dax1.0, cxl_test.cc; docs/cxl.md);
-#   boot 3, CXL fsdax (ext4 -o dax on /mnt/cxl): the sysfs lookup that
-#     tells it from an NVDIMM, the integration tests that write into the
-#     pool, over tcp, with the pools on CXL, and a pool cycle whose
-#     daemon's log must call it CXL.
+#     same on a CXL devdax beside it (/dev/dax1.0, cxl_test.cc).
 #   scripts/test-pmem.sh [BUILD_DIR]     default: build-dev
 # Fails when the VM cannot boot; RPMEM_SKIP_VM=1 skips it on purpose.
 set -euo pipefail
@@ -56,10 +61,12 @@ echo "\$out" | tail -n 3
 { echo "\$out" | grep -q '^\[  PASSED  \] 1 test' && ! echo "\$out" | grep -q SKIPPED; } ||
   failed="\$failed fsdax-persister"
 echo "=== Debian's libpmemobj and pmempool, target pools on fsdax pmem"
-# (pmdk.blip is the network's test, not the medium's: it runs on the host.)
+# (pmdk.blip is the network's test, not the medium's: it runs on the host.
+# pmdk.obj and pmdk.pmempool run with the targets on CXL, below: each of
+# the others once on a medium.)
 RPMEM_PMDK_TARGET_DIR=/mnt/pmem/pools RPMEM_ENABLE_VERBS=0 \\
   ctest --test-dir "\$build" --output-on-failure --timeout 300 --no-tests=error -L pmdk \\
-  -E 'pmdk\.blip' || failed="\$failed pmdk"
+  -E '^pmdk\.(blip|obj|pmempool)\$' || failed="\$failed pmdk"
 
 echo "=== a 1 GiB pool on the disk and on pmem, over tcp and verbs"
 export RPMEM_SSH=\$top/tools/local-ssh
@@ -90,8 +97,6 @@ for medium in disk pmem; do
     echo "cycle \$medium \$t \$r"
   done
 done
-echo "guest: failed:\${failed:- nothing}"
-[ -z "\$failed" ]
 GUEST
 
 cat >"$tmp/devdax.sh" <<GUEST
@@ -116,10 +121,8 @@ echo "guest: failed:\${failed:- nothing}"
 [ -z "\$failed" ]
 GUEST
 
-cat >"$tmp/cxl.sh" <<GUEST
-set -u
-build=$build top=$top
-failed=""
+# Boot 1 goes on with CXL fsdax (/dev/pmem1), beside the NVDIMM and the disk.
+cat >>"$tmp/fsdax.sh" <<GUEST
 echo "=== CXL fsdax (\$RPMEM_VM_CXL_DIR): its sysfs, and the tests that write into pools there, over tcp"
 cxl=\$RPMEM_VM_CXL_DIR/pools
 mkdir -p \$cxl || exit 1
@@ -133,6 +136,14 @@ echo "\$out" | tail -n 1
 RPMEM_TEST_DIR=\$cxl RPMEM_TEST_MEDIUM=pmem RPMEM_TEST_CXL_DIR=\$cxl RPMEM_ENABLE_VERBS=0 \\
   ctest --test-dir "\$build" --output-on-failure --timeout 300 --no-tests=error -L loopback \\
   -R '$cxl_media_tests' || failed="\$failed cxl-tcp-suite"
+echo "=== CxlFsdax over verbs (the lane windows on CXL), tcp disabled"
+RPMEM_TEST_TRANSPORT=verbs RPMEM_ENABLE_SOCKETS=0 RPMEM_TEST_CXL_DIR=\$cxl \\
+  ctest --test-dir "\$build" --output-on-failure --timeout 300 --no-tests=error -L loopback \\
+  -R '^GpspmAndApm/CxlFsdax\.' || failed="\$failed cxl-verbs"
+echo "=== Debian's libpmemobj and pmempool, the remote replica on CXL fsdax"
+RPMEM_PMDK_TARGET_DIR=\$cxl RPMEM_ENABLE_VERBS=0 \\
+  ctest --test-dir "\$build" --output-on-failure --timeout 300 --no-tests=error -L pmdk \\
+  -R '^pmdk\.(obj|pmempool)\$' || failed="\$failed cxl-pmdk"
 w=\$cxl/cycle
 mkdir -p \$w/sets
 printf 'PMEMPOOLSET\n32M %s/p.part\n' \$w >\$w/sets/p.set
@@ -148,10 +159,11 @@ echo "guest: failed:\${failed:- nothing}"
 GUEST
 
 failed=()
-echo "=== test-pmem boot 1: fsdax pmem and a disk"
+echo "=== test-pmem boot 1: fsdax pmem, a disk and fsdax CXL"
 rc=0
 "$vm" --timeout "${RPMEM_PMEM_VM_TIMEOUT:-1500}" --mem 3072 --pmem 2048 --pmem-mode fsdax \
-  --disk "$tmp/disk.img" --share "$tmp" -- bash "$tmp/fsdax.sh" | tee "$tmp/fsdax.log" || rc=$?
+  --disk "$tmp/disk.img" --cxl 512 --cxl-mode fsdax --share "$tmp" -- bash "$tmp/fsdax.sh" |
+  tee "$tmp/fsdax.log" || rc=$?
 [ $rc = 0 ] || failed+=("fsdax (status $rc)")
 rm -f "$tmp/disk.img"
 
@@ -182,14 +194,6 @@ rc=0
 "$vm" --timeout "${RPMEM_PMEM_VM_TIMEOUT:-1500}" --pmem 256 --pmem-mode devdax \
   --cxl 256 --cxl-mode devdax --share "$tmp" -- bash "$tmp/devdax.sh" || rc=$?
 [ $rc = 0 ] || failed+=("devdax (status $rc)")
-
-# A boot of its own: tests/vm/run puts a --disk on the CXL host bridge's
-# bus, which QEMU refuses, so boot 1 cannot have CXL beside its disk.
-echo "=== test-pmem boot 3: fsdax CXL"
-rc=0
-"$vm" --timeout "${RPMEM_PMEM_VM_TIMEOUT:-1500}" --cxl 512 --cxl-mode fsdax --share "$tmp" \
-  -- bash "$tmp/cxl.sh" || rc=$?
-[ $rc = 0 ] || failed+=("cxl fsdax (status $rc)")
 
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'test-pmem: FAILED: %s\n' "${failed[@]}"
