@@ -12,13 +12,16 @@
 # journal, debugfs dumps the parts, nothing is mounted), powercut_verify
 # checks that every acknowledged byte is there.
 #   scripts/test-powercut.sh [BUILD_DIR]     default: build-dev
-# Once per transport (RPMEM_POWERCUT_PMEM_CUTS, default 1) the pool is on an
-# emulated NVDIMM instead (fsdax, ext4 -o dax), whose backing file stands
-# in for the media: from a copy of /dev/pmem0's bytes in that file, the same
-# check. With share=on every store of the guest reaches the file at once,
-# so a missing cache flush (pmem_persist) cannot show there; what this cut
-# proves is the path (the fsdax medium, the bounded landing path over
-# verbs), the pool header and the layout of the parts after a cut.
+# Once per transport (RPMEM_POWERCUT_PMEM_CUTS, default 1) the pool is on
+# persistent memory instead, fsdax (ext4 -o dax): CXL memory (--cxl 256
+# --cxl-mode fsdax; docs/cxl.md), or with RPMEM_POWERCUT_PMEM_DEVICE=nvdimm
+# an emulated NVDIMM. Its backing file stands in for the media: from a copy
+# of the device's bytes in that file (the guest says where: "pmem-fs OFFSET
+# SIZE"), the same check. With share=on every store of the guest reaches
+# the file at once, so a missing cache flush (pmem_persist) cannot show
+# there; what this cut proves is the path (the fsdax medium, CXL's
+# persister, the bounded landing path over verbs), the pool header and the
+# layout of the parts after a cut.
 # The last cut on the disk of each transport is at the visible level
 # (RPMEM_DURABILITY=visible; a lane's first step and its deep persists
 # persistent, the rest visible, so that a persistent call, which writes the
@@ -29,9 +32,11 @@
 # its negative control: the same with a write-back bound of 600 s, where
 # the check at 1000 ms must fail.
 # Environment: RPMEM_POWERCUT_CUTS (cuts per transport, default 3),
-# RPMEM_POWERCUT_TRANSPORTS (default "tcp verbs"), RPMEM_POWERCUT_SEED (the
-# first cut's seed; later cuts add 1), RPMEM_POWERCUT_ACKS (acknowledgements
-# before the cut; default random in 200..799).
+# RPMEM_POWERCUT_TRANSPORTS (default "tcp verbs"), RPMEM_POWERCUT_PMEM_CUTS
+# and RPMEM_POWERCUT_PMEM_DEVICE (cxl, the default, or nvdimm; above),
+# RPMEM_POWERCUT_SEED (the first cut's seed; later cuts add 1),
+# RPMEM_POWERCUT_ACKS (acknowledgements before the cut; default random in
+# 200..799).
 # Fails when the VM cannot boot, the e2fsprogs tools are missing or (for
 # verbs) BUILD_DIR has no verbs provider; RPMEM_SKIP_VM=1 skips it on
 # purpose. A failed cut keeps its output and dumped parts in
@@ -42,6 +47,11 @@ build=$(cd "${1:-$top/build-dev}" && pwd -P)
 . "$top/scripts/vm-lib.sh"
 cuts=${RPMEM_POWERCUT_CUTS:-3}
 transports=${RPMEM_POWERCUT_TRANSPORTS:-tcp verbs}
+pmem_device=${RPMEM_POWERCUT_PMEM_DEVICE:-cxl}
+case $pmem_device in
+  cxl | nvdimm) ;;
+  *) echo "test-powercut: RPMEM_POWERCUT_PMEM_DEVICE: cxl or nvdimm, not '$pmem_device'"; exit 2 ;;
+esac
 lanes=4
 max_steps=1000000     # per lane; the power goes long before
 ack_limit=300         # seconds to wait for the acknowledgements of one cut
@@ -79,15 +89,20 @@ cat >"$tmp/guest/run.sh" <<'GUEST'
 # run.sh TRANSPORT BUILD TOP SEED LANES MAX_STEPS MEDIUM [WRITEBACK_MS]
 set -e
 transport=$1 build=$2 top=$3 medium=$7 writeback=${8:-}
-if [ "$medium" = pmem ]; then
-  # ext4 -o dax on /dev/pmem0, mounted by the VM at /mnt/pmem; the host
-  # finds its bytes in the NVDIMM's backing file at this offset.
-  root=$RPMEM_VM_PMEM_DIR
-  echo "pmem-fs $RPMEM_VM_PMEM_OFFSET $(blockdev --getsize64 /dev/pmem0)"
-else
-  mount -t ext4 /dev/vda /mnt
-  root=/mnt
-fi
+case $medium in
+  nvdimm)
+    # ext4 -o dax on /dev/pmem0, mounted by the VM at /mnt/pmem; the host
+    # finds its bytes in the NVDIMM's backing file at this offset.
+    root=$RPMEM_VM_PMEM_DIR
+    echo "pmem-fs $RPMEM_VM_PMEM_OFFSET $(blockdev --getsize64 "$RPMEM_VM_PMEM")" ;;
+  cxl)
+    # The same on CXL: /dev/pmem0 of the CXL region, at /mnt/cxl.
+    root=$RPMEM_VM_CXL_DIR
+    echo "pmem-fs $RPMEM_VM_CXL_OFFSET $(blockdev --getsize64 "$RPMEM_VM_CXL")" ;;
+  *)
+    mount -t ext4 /dev/vda /mnt
+    root=/mnt ;;
+esac
 mkdir -p $root/pool /tmp/pc/sets
 printf 'PMEMPOOLSET\n2097152 %s/pool/a.part\n2097152 %s/pool/b.part\n' $root $root >/tmp/pc/sets/pc.set
 printf 'poolset-dir = /tmp/pc/sets\nlog-file = /tmp/pc/rpmemd.log\nlog-level = info\n' \
@@ -121,9 +136,10 @@ failed=0
 seed=${RPMEM_POWERCUT_SEED:-$(((RANDOM << 15) | RANDOM))}
 
 # run_cut TRANSPORT N MEDIUM [LEVEL]: one boot, one power cut, one check; 0
-# when nothing was lost. MEDIUM: disk (an ext4 disk image) or pmem (the
-# NVDIMM). LEVEL: persistent (default), visible, or negative (visible with
-# a bound of 600 s checked at 1000 ms: 0 when the check fails).
+# when nothing was lost. MEDIUM: disk (an ext4 disk image), nvdimm or cxl
+# (fsdax on the device). LEVEL: persistent (default), visible, or negative
+# (visible with a bound of 600 s checked at 1000 ms: 0 when the check
+# fails).
 run_cut() {
   local t=$1 n=$2 medium=$3 level=${4:-persistent} d="$tmp/$1-$3-$2" rdma=none acks rc=0 cut=0
   local got=0 t0=$SECONDS store=() writeback="" bound=()
@@ -134,9 +150,12 @@ run_cut() {
   acks=${RPMEM_POWERCUT_ACKS:-$((200 + RANDOM % 600))}
   [ "$t" = verbs ] && rdma=rxe
   mkdir "$d"
-  if [ "$medium" = pmem ]; then
+  if [ "$medium" = nvdimm ]; then
     truncate -s 256M "$d/pmem.img"
     store=(--pmem "256:$d/pmem.img" --pmem-mode fsdax)
+  elif [ "$medium" = cxl ]; then
+    truncate -s 256M "$d/pmem.img"
+    store=(--cxl "256:$d/pmem.img" --cxl-mode fsdax)
   else
     truncate -s 64M "$d/disk.img"
     mkfs.ext4 -q -F "$d/disk.img"
@@ -171,12 +190,13 @@ run_cut() {
     keep "$d"
     return 1
   fi
-  if [ "$medium" = pmem ]; then
-    # /dev/pmem0's bytes, as the NVDIMM held them at the cut.
+  if [ "$medium" != disk ]; then
+    # The fsdax device's bytes, as the NVDIMM or CXL memory held them at
+    # the cut.
     local off size
     read -r off size < <(sed -n 's/^pmem-fs \([0-9]*\) \([0-9]*\)$/\1 \2/p' "$d/console.log")
     if [ -z "${off:-}" ] || [ -z "${size:-}" ]; then
-      echo "test-powercut: $t cut $n on pmem: FAILED: the guest did not say where /dev/pmem0 is"
+      echo "test-powercut: $t cut $n on $medium: FAILED: the guest did not say where its device is"
       keep "$d"
       return 1
     fi
@@ -249,7 +269,7 @@ for t in $transports; do
     seed=$((seed + 1))
   fi
   for n in $(seq 1 "${RPMEM_POWERCUT_PMEM_CUTS:-1}"); do
-    run_cut "$t" "$n" pmem || failed=1
+    run_cut "$t" "$n" "$pmem_device" || failed=1
     seed=$((seed + 1))
   done
 done
