@@ -143,6 +143,17 @@ void render_levels(const StatusSnapshot &s, const std::map<std::string, LaneTota
   o += format("rpmemd_visible_unpersisted_seconds %.3f\n", static_cast<double>(oldest) / 1e9);
 }
 
+// The pools open, by the medium under them ("pmem", "cxl", "disk", "ram").
+void render_media(const StatusSnapshot &s, std::string &o) {
+  std::map<std::string, uint64_t> media;
+  for (const auto &v : s.sessions)
+    if (v.open) ++media[v.pool.medium];
+  o += "# HELP rpmemd_pools_open Pools open, by the medium under them.\n"
+       "# TYPE rpmemd_pools_open gauge\n";
+  for (const auto &[medium, n] : media)
+    o += format("rpmemd_pools_open{medium=\"%s\"} %" PRIu64 "\n", label(medium).c_str(), n);
+}
+
 }  // namespace
 
 std::string render_text(const StatusSnapshot &s) {
@@ -286,6 +297,7 @@ std::string render_metrics(const StatusSnapshot &s) {
   per_client("rpmemd_bytes_read_total", "Bytes of reads served, by client.",
              {{nullptr, &LaneTotals::read_bytes}});
   render_levels(s, by_client, o);
+  render_media(s, o);
 
   head("rpmemd_persist_seconds", "histogram",
        "Time from a persist's or drain's request to its reply, on the daemon.");

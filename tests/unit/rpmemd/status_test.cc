@@ -188,6 +188,7 @@ TEST(StatusRender, MetricsFollowTheTextFormatAndSumEndedAndLiveSessions) {
       << m;
   EXPECT_EQ(v["rpmemd_bytes_acknowledged_total{client=\"bob\",level=\"persistent\"}"], 500) << m;
   EXPECT_EQ(v["rpmemd_visible_unpersisted_seconds"], 1.5) << m;
+  EXPECT_EQ(v["rpmemd_pools_open{medium=\"disk\"}"], 1) << m;
   EXPECT_EQ(v["rpmemd_sessions"], 1);
   EXPECT_EQ(v["rpmemd_sessions_reopened_total"], 1);
   EXPECT_EQ(v["rpmemd_persist_seconds_count"], 6) << "bob's 5 and the live session's 1";
