@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Fuzz target: pool set files (parse_poolset) and part sizes.
-#include "rpmemd/poolset.h"
-
 #include "common/pool_attr.h"
+#include "rpmemd/poolset.h"
 
 #include <cstdint>
 #include <cstdlib>

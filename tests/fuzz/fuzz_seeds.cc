@@ -91,8 +91,8 @@ void data() {
   Bytes b{0};
   b.insert(b.end(), hb, hb + sizeof(hb));
   seed("data", b);
-  for (DataOp op : {DataOp::kPersist, DataOp::kDeepPersist, DataOp::kFlush, DataOp::kDrain,
-                    DataOp::kRead}) {
+  for (DataOp op :
+       {DataOp::kPersist, DataOp::kDeepPersist, DataOp::kFlush, DataOp::kDrain, DataOp::kRead}) {
     DataRequest r{op, kDataRelaxed, 4096, 64};
     uint8_t rb[kDataRequestSize];
     encode(r, rb);
@@ -124,8 +124,8 @@ void pool_hdr() {
   if (!::mkdtemp(tmpl)) return;
   std::string dir = tmpl;
   for (const char *opt : {"", "OPTION SINGLEHDR\n"}) {
-    std::ofstream(dir + "/p.set") << "PMEMPOOLSET\n" << opt << "2M " << dir << "/p.part0\n2M "
-                                  << dir << "/p.part1\n";
+    std::ofstream(dir + "/p.set") << "PMEMPOOLSET\n"
+                                  << opt << "2M " << dir << "/p.part0\n2M " << dir << "/p.part1\n";
     rpmemd::PoolStore store(dir);
     std::unique_ptr<rpmemd::MappedPool> pool;
     rpmem::PoolAttr attr = sample_attr();
