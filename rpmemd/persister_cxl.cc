@@ -11,8 +11,6 @@
 // does (docs/cxl.md).
 #include "rpmemd/persister_fsdax.h"
 
-#include <libpmem.h>
-
 namespace rpmemd {
 namespace {
 
@@ -43,8 +41,7 @@ class CxlPersister final : public FsdaxPersister {
   const MediumTraits &traits() const noexcept override { return traits_; }
   // Deep or not: the stores flushed to the memory controller.
   std::error_code persist(size_t offset, size_t len, bool /*deep*/) noexcept override {
-    if (len != 0) pmem_persist(base_ + offset, len);
-    return {};
+    return FsdaxPersister::persist(offset, len, false);
   }
   // fsdax: msync, for the file system's own metadata (FsdaxPersister).
   std::error_code sync_all() noexcept override {

@@ -8,6 +8,7 @@
 // they are old enough for, or the close writes the whole pool back.
 #include "common/error.h"
 #include "common/log.h"
+#include "common/transport/lane_stats.h"
 #include "rpmemd/persister.h"
 
 #include <libpmem.h>
@@ -91,11 +92,7 @@ class PageCachePersister final : public Persister {
   }
 
  private:
-  static int64_t now_ns() noexcept {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+  static int64_t now_ns() noexcept { return rpmem::transport::LaneCounters::now_ns(); }
   // A visible write is done: counted, and the oldest one timed.
   void noted() noexcept {
     visible_.fetch_add(1);

@@ -3,8 +3,9 @@
 // tells CXL persistent memory from an NVDIMM.
 #include "rpmemd/pool_cxl.h"
 
+#include "rpmemd/pool_device_dax.h"
+
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 
 #include <cstdlib>
 #include <fstream>
@@ -21,21 +22,13 @@ bool is_nd_bus(const std::string &name) {
 }  // namespace
 
 std::string nd_bus_provider(dev_t dev, bool block, const std::string &sysfs_root) noexcept try {
-  const std::string link = sysfs_root + (block ? "/dev/block/" : "/dev/char/") +
-                           std::to_string(major(dev)) + ":" + std::to_string(minor(dev));
-  char *real = ::realpath(link.c_str(), nullptr);
-  if (!real) return {};
-  std::string up(real);
-  std::free(real);
   // .../ndbusN/regionM/pfnM.0/block/pmemM, .../ndbusN/regionM/daxM.0/daxM.0
-  for (size_t slash; (slash = up.rfind('/')) != std::string::npos && slash > 0; up.resize(slash)) {
-    if (!is_nd_bus(up.substr(slash + 1))) continue;
-    std::ifstream in(up + "/provider");
-    std::string provider;
-    if (!std::getline(in, provider)) return {};
-    return provider;
-  }
-  return {};
+  const std::string bus = sysfs_ancestor(sysfs_dev_dir(dev, block, sysfs_root), is_nd_bus);
+  if (bus.empty()) return {};
+  std::ifstream in(bus + "/provider");
+  std::string provider;
+  if (!std::getline(in, provider)) return {};
+  return provider;
 } catch (...) {
   return {};
 }

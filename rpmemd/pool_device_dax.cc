@@ -29,12 +29,26 @@ std::optional<uint64_t> read_number(const std::string &file) {
 
 }  // namespace
 
+std::string sysfs_dev_dir(dev_t dev, bool block, const std::string &sysfs_root) {
+  return sysfs_root + (block ? "/dev/block/" : "/dev/char/") + std::to_string(major(dev)) + ":" +
+         std::to_string(minor(dev));
+}
+
+std::string sysfs_ancestor(const std::string &dir, bool (*is)(const std::string &name)) {
+  char *real = ::realpath(dir.c_str(), nullptr);
+  if (!real) return {};
+  std::string up(real);
+  std::free(real);
+  for (size_t slash; (slash = up.rfind('/')) != std::string::npos && slash > 0; up.resize(slash))
+    if (is(up.substr(slash + 1))) return up;
+  return {};
+}
+
 std::optional<DeviceDax> device_dax(const std::string &path, const std::string &sysfs_root) noexcept
     try {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) return std::nullopt;
-  const std::string dev = sysfs_root + "/dev/char/" + std::to_string(major(st.st_rdev)) + ":" +
-                          std::to_string(minor(st.st_rdev));
+  const std::string dev = sysfs_dev_dir(st.st_rdev, false, sysfs_root);
   char *subsystem = ::realpath((dev + "/subsystem").c_str(), nullptr);
   if (!subsystem) return std::nullopt;
   const std::string s(subsystem);
@@ -48,17 +62,10 @@ std::optional<DeviceDax> device_dax(const std::string &path, const std::string &
   d.size = *size;
   d.align = *align;
   // The device sits below its region in sysfs: .../ndbusN/regionM/daxM.K/...
-  if (char *real = ::realpath(dev.c_str(), nullptr)) {
-    std::string up(real);
-    std::free(real);
-    for (size_t slash; (slash = up.rfind('/')) != std::string::npos && slash > 0;
-         up.resize(slash)) {
-      if (up.compare(slash + 1, 6, "region") == 0) {
-        if (::access((up + "/deep_flush").c_str(), F_OK) == 0) d.deep_flush = up + "/deep_flush";
-        break;
-      }
-    }
-  }
+  const std::string region = sysfs_ancestor(
+      dev, [](const std::string &name) { return name.compare(0, 6, "region") == 0; });
+  if (!region.empty() && ::access((region + "/deep_flush").c_str(), F_OK) == 0)
+    d.deep_flush = region + "/deep_flush";
   return d;
 } catch (...) {
   return std::nullopt;

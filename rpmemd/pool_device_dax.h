@@ -7,6 +7,8 @@
 
 #include "rpmemd/poolset.h"
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -28,6 +30,13 @@ struct DeviceDax {
 // DeviceDax), as libpmem's pmem_deep_persist() does for the devices it maps
 // itself: EIO with a log line when the write fails.
 std::error_code deep_flush_region(const std::string &path) noexcept;
+
+// The sysfs directory of device `dev`: <sysfs_root>/dev/block/MAJ:MIN
+// (`block`) or <sysfs_root>/dev/char/MAJ:MIN.
+std::string sysfs_dev_dir(dev_t dev, bool block, const std::string &sysfs_root);
+// The nearest directory above the real path of `dir` (a device's sysfs
+// directory) whose name `is` says it is (regionN, ndbusN); empty when none.
+std::string sysfs_ancestor(const std::string &dir, bool (*is)(const std::string &name));
 
 // The device DAX at `path`, or nullopt when `path` is not one (a regular
 // file, a missing path). `sysfs_root`: "/sys", for tests.

@@ -138,7 +138,6 @@ class Session {
   std::string pool_set_;    // the name the open pool was created/opened by
   std::string token_path_;  // its pool set file, when it has a session token
   bool apm_ = false;        // the open pool is served with APM (verbs only)
-  bool visible_ = false;    // the open pool's session is granted the visible level
 };
 
 // Blocks SIGTERM and SIGINT in the calling thread, so that every thread

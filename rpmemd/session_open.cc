@@ -221,17 +221,17 @@ void Session::issue_token(const proto::PoolRequest &req, const std::string &pool
 // daemon grants it: where it costs less than persistent, only with the
 // thread that bounds how long its bytes stay in memory.
 Status Session::grant_levels(const proto::PoolRequest &req) {
-  visible_ = params_.durability_visible && req.minor >= proto::kMinorLevels;
-  if (visible_ && view_->traits().visible_cheaper) {
+  bool visible = params_.durability_visible && req.minor >= proto::kMinorLevels;
+  if (visible && view_->traits().visible_cheaper) {
     try {
       write_back_ = std::make_unique<WriteBack>(pool_->persister(), params_.visible_writeback);
     } catch (const std::system_error &e) {
       RPMEM_LOG_ERR("no write-back thread for the visible level: %s", e.what());
       if (req.durability == proto::Durability::kVisible) return Status::kFatal;
-      visible_ = false;
+      visible = false;
     }
   }
-  view_->grant_visible(visible_);
+  view_->grant_visible(visible);
   return Status::kSuccess;
 }
 
@@ -297,7 +297,8 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   proto::TransportKind kind{};
   if (Status s = start_target(offered, tp, kind); s != Status::kSuccess) return undo(s);
   log_policy(kind, apm_, view_->traits(), target_->data_path(),
-             durability_text(req.durability, visible_, view_->traits(), params_.visible_writeback));
+             durability_text(req.durability, view_->visible(true), view_->traits(),
+                             params_.visible_writeback));
   if (params_.status) {
     PoolInfo info;
     info.pool_set = req.pool_set;
@@ -323,7 +324,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
   issue_token(req, poolset_path, resp);
   if (req.minor >= proto::kMinorLevels) {  // the level extension, after a token (maybe empty)
     resp.tokened = resp.leveled = true;
-    if (visible_) resp.levels |= proto::level_bit(proto::Durability::kVisible);
+    if (view_->visible(true)) resp.levels |= proto::level_bit(proto::Durability::kVisible);
   }
   log_response({create, resp.port, kind, pool_->size(), nlanes, apm_, security.sealed, security.tls,
                 static_cast<bool>(params_.export_keying_material),
