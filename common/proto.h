@@ -63,7 +63,12 @@ inline constexpr uint16_t kMajor = 1;
 // extension, for a client of minor >= 7, after the token extension), or
 // kNoLevel when it does not grant the level asked for. A lane request may
 // then carry kDataVisible, only on a session granted visible.
-inline constexpr uint16_t kMinor = 7;
+// Minor 8: verbs lanes that come back. A verbs lane's connect request may
+// carry an epoch above 0 (verbs ConnectData, as a tcp lane hello does since
+// minor 6): its queue pair failed, and the target serves the lane on the
+// new one from then on. A client sends such epochs only to a daemon whose
+// hello says minor >= 8 (an older one refuses them as malformed).
+inline constexpr uint16_t kMinor = 8;
 inline constexpr uint16_t kMinorKeepalive = 1;
 inline constexpr uint16_t kMinorStaged = 2;
 inline constexpr uint16_t kMinorLaneTls = 3;
@@ -71,6 +76,7 @@ inline constexpr uint16_t kMinorBounded = 4;
 inline constexpr uint16_t kMinorSealed = 5;
 inline constexpr uint16_t kMinorResume = 6;
 inline constexpr uint16_t kMinorLevels = 7;
+inline constexpr uint16_t kMinorVerbsResume = 8;
 
 inline constexpr size_t kFrameHeaderSize = 8;
 inline constexpr uint32_t kMaxControlPayload = 64 * 1024;

@@ -186,7 +186,10 @@ transport::InitiatorParams lane_params(const TargetAddress &target, const proto:
   params.timeout = settings.timeout;
   params.provider_data = resp.provider_data;
   params.work_queue_size = settings.work_queue_size;
-  params.comeback = hello.minor >= proto::kMinorResume;
+  // tcp lanes come back from protocol minor 6 on, verbs lanes from 8 on.
+  params.comeback =
+      hello.minor >= (resp.transport == proto::TransportKind::kVerbs ? proto::kMinorVerbsResume
+                                                                     : proto::kMinorResume);
   if (params.comeback && target.service && resp.transport == proto::TransportKind::kTcp)
     params.route = std::make_shared<transport::LaneRoute>(
         transport::LaneRoute::Where{resp.port, resp.secret, {}});

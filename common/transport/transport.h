@@ -41,9 +41,10 @@ inline constexpr unsigned kWriteVisible = 2;
 // Errors: ECONNRESET (connection lost, and not had again within the bound:
 // the lane is dead), EPROTO (malformed reply: the lane is dead), EIO/EINVAL
 // (the target failed this request; the lane is still usable). A lane that
-// can come back (tcp, to a target of protocol minor 6) rides out a broken
-// or stalled connection: it connects again and sends again what was not
-// acknowledged, within InitiatorParams::timeout of the last progress.
+// can come back (tcp, to a target of protocol minor 6; verbs, minor 8)
+// rides out a broken or stalled connection: it connects again and sends
+// again what was not acknowledged, within InitiatorParams::timeout of the
+// last progress.
 class InitiatorLane {
  public:
   virtual ~InitiatorLane() = default;
@@ -136,8 +137,8 @@ struct InitiatorParams {
   // Bound on every stall: a lane that moves no byte for this long, its
   // attempts to connect again included, fails.
   std::chrono::milliseconds timeout{5000};
-  // The target takes lanes that come back (protocol minor 6): a broken or
-  // stalled tcp lane connects again instead of failing.
+  // The target takes lanes that come back (protocol minor 6 for tcp, 8 for
+  // verbs): a broken or stalled lane connects again instead of failing.
   bool comeback = false;
   proto::Bytes provider_data;
   unsigned work_queue_size = 50;  // RPMEM_WORK_QUEUE_SIZE: writes posted before one must complete

@@ -65,6 +65,64 @@ Result<sockaddr_storage> destination(const InitiatorParams &params, const Provid
 
 }  // namespace
 
+std::optional<Error> VerbsLane::dial(uint16_t epoch, int timeout_ms) noexcept try {
+  const std::string name = "lane " + std::to_string(index_);
+  Shared &sh = *shared_;
+  Connection c;
+  auto channel = create_event_channel();
+  if (!channel) return channel.error();
+  c.channel = std::move(channel.value());
+  auto id = create_id(c.channel.get());
+  if (!id) return id.error();
+  c.id = std::move(id.value());
+  if (auto ec = resolve(c.id.get(), reinterpret_cast<sockaddr *>(&sh.dst), timeout_ms))
+    return Error{ec.value() == EHOSTUNREACH ? ec : errc(ECONNRESET),
+                 "cannot reach " + sh.host + " over RDMA for " + name + ": " + ec.message()};
+  ibv_context *ctx = c.id->verbs;
+  if (!sh.pd) {
+    auto pd = alloc_pd(ctx);
+    if (!pd) return pd.error();
+    sh.pd = std::move(pd.value());
+    auto mr = register_memory(sh.pd.get(), base_, sh.pool_size, 0, "the local pool");
+    if (!mr) return mr.error();
+    sh.pool_mr = std::move(mr.value());
+  } else if (sh.pd->context != ctx) {
+    return Error{errc(ECONNRESET), name + " resolved to another RDMA device"};
+  }
+  auto comp = create_comp_channel(ctx);
+  if (!comp) return comp.error();
+  c.comp = std::move(comp.value());
+  auto cq = create_cq(ctx, static_cast<int>(wq_size_ + 8), c.comp.get());
+  if (!cq) return cq.error();
+  c.cq = std::move(cq.value());
+  if (auto ec = create_qp(c.id.get(), sh.pd.get(), c.cq.get(), wq_size_ + 2, 1))
+    return Error{ec, "cannot create the queue pair of " + name};
+  if (!buf_) {
+    const size_t bsize = buffer_size(max_inline_);
+    buf_ = std::make_unique<uint8_t[]>(bsize);
+    auto bmr =
+        register_memory(sh.pd.get(), buf_.get(), bsize, IBV_ACCESS_LOCAL_WRITE, "lane buffers");
+    if (!bmr) return bmr.error();
+    buf_mr_ = std::move(bmr.value());
+  }
+  if (auto ec = post_recv(c.id->qp, kWrRecv, recv_buf(), kReplySize, buf_mr_->lkey))
+    return Error{ec, "ibv_post_recv failed for " + name};
+
+  if (sh.comeback) [[maybe_unused]]
+    auto ignored = set_ack_timeout(c.id.get(), kAckTimeout);  // logged; the default then
+  ConnectData cd{sh.secret, index_, epoch, sh.nlanes};
+  uint8_t pdata[kConnectDataSize];
+  encode(cd, pdata);
+  std::error_code ec = connect(c.id.get(), pdata, sizeof(pdata), sh.comeback ? kRetryCount : 7);
+  if (!ec) ec = expect_event(c.channel.get(), RDMA_CM_EVENT_ESTABLISHED, timeout_ms, "connect");
+  if (ec) return Error{errc(ECONNRESET), name + " refused by the target: " + ec.message()};
+  install(c);
+  epoch_ = epoch;
+  return std::nullopt;
+} catch (const std::bad_alloc &) {
+  return Error{errc(ENOMEM), "out of memory connecting a verbs lane"};
+}
+
 Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const InitiatorParams &params) {
   auto info = decode_provider_info(params.provider_data);
   if (!info) return Error{errc(EPROTO), "invalid verbs provider data from the target"};
@@ -80,61 +138,24 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
     return Error{ec, why};
 
   auto shared = std::make_shared<VerbsLane::Shared>();
+  shared->dst = dst.value();
+  shared->host = params.host;
+  shared->secret = params.secret;
+  shared->nlanes = params.nlanes;
+  shared->pool_size = params.pool_size;
+  shared->comeback = params.comeback;
   std::vector<std::unique_ptr<InitiatorLane>> lanes;
   lanes.reserve(params.nlanes);
   for (unsigned i = 0; i < params.nlanes; ++i) {
-    const std::string name = "lane " + std::to_string(i);
     auto lane = std::make_unique<VerbsLane>(shared, *info, i, params.local_base, wq, timeout_ms);
-    auto channel = create_event_channel();
-    if (!channel) return channel.error();
-    lane->channel_ = std::move(channel.value());
-    auto id = create_id(lane->channel_.get());
-    if (!id) return id.error();
-    lane->id_ = std::move(id.value());
-    if (auto ec = resolve(lane->id_.get(), reinterpret_cast<sockaddr *>(&dst.value()), timeout_ms))
-      return Error{ec.value() == EHOSTUNREACH ? ec : errc(ECONNRESET),
-                   "cannot reach " + params.host + " over RDMA for " + name + ": " + ec.message()};
-    ibv_context *ctx = lane->id_->verbs;
-    if (!shared->pd) {
-      auto pd = alloc_pd(ctx);
-      if (!pd) return pd.error();
-      shared->pd = std::move(pd.value());
-      auto mr = register_memory(shared->pd.get(), params.local_base, params.pool_size, 0,
-                                "the local pool");
-      if (!mr) return mr.error();
-      shared->pool_mr = std::move(mr.value());
-    } else if (shared->pd->context != ctx) {
-      return Error{errc(ECONNRESET), name + " resolved to another RDMA device"};
-    }
-    auto comp = create_comp_channel(ctx);
-    if (!comp) return comp.error();
-    lane->comp_ = std::move(comp.value());
-    auto cq = create_cq(ctx, static_cast<int>(wq + 8), lane->comp_.get());
-    if (!cq) return cq.error();
-    lane->cq_ = std::move(cq.value());
-    if (auto ec = create_qp(lane->id_.get(), shared->pd.get(), lane->cq_.get(), wq + 2, 1))
-      return Error{ec, "cannot create the queue pair of " + name};
-    const size_t bsize = VerbsLane::buffer_size(max_inline);
-    lane->buf_ = std::make_unique<uint8_t[]>(bsize);
-    auto bmr = register_memory(shared->pd.get(), lane->buf_.get(), bsize, IBV_ACCESS_LOCAL_WRITE,
-                               "lane buffers");
-    if (!bmr) return bmr.error();
-    lane->buf_mr_ = std::move(bmr.value());
-    if (auto ec = lane->post_reply_buffer()) return Error{ec, "ibv_post_recv failed for " + name};
     lane->use_method(info->method);
-
-    ConnectData cd{params.secret, i, params.nlanes};
-    uint8_t pdata[kConnectDataSize];
-    encode(cd, pdata);
-    std::error_code ec = connect(lane->id_.get(), pdata, sizeof(pdata));
-    if (!ec)
-      ec = expect_event(lane->channel_.get(), RDMA_CM_EVENT_ESTABLISHED, timeout_ms, "connect");
-    if (ec) return Error{errc(ECONNRESET), name + " refused by the target: " + ec.message()};
+    if (auto err = lane->dial(0, timeout_ms)) return *err;
     lanes.push_back(std::move(lane));
   }
-  RPMEM_LOG_INFO("verbs: %u lanes connected, %s, work queue %u%s", params.nlanes,
+  RPMEM_LOG_INFO("verbs: %u lanes connected, %s, work queue %u%s%s", params.nlanes,
                  proto::method_name(info->method), wq,
-                 (info->flags & kInfoBounded) ? ", writes through landing windows" : "");
+                 (info->flags & kInfoBounded) ? ", writes through landing windows" : "",
+                 params.comeback ? ", lanes come back" : "");
   return lanes;
 }
 

@@ -3,6 +3,7 @@
 // WRITEs, inline SENDs, READs), the persist methods GPSPM and APM, and the
 // wait for completions; the lanes' setup is in verbs_initiator.cc.
 #include "common/log.h"
+#include "common/text.h"
 #include "common/transport/verbs/verbs_lane.h"
 
 #include <poll.h>
@@ -10,12 +11,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace rpmem::transport::verbs {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Between two tries to connect a lane again that fail at once (a refusal,
+// no route), the pause before the next.
+constexpr std::chrono::milliseconds kDialPause{200};
 
 constexpr uint64_t kMaxWrite = 1ull << 30;  // bytes per WRITE work request
 
@@ -57,6 +63,7 @@ class Apm final : public PersistMethod {
 VerbsLane::VerbsLane(std::shared_ptr<Shared> shared, const ProviderInfo &remote, unsigned index,
                      const uint8_t *base, unsigned wq_size, int timeout_ms)
     : shared_(std::move(shared)),
+      index_(index),
       base_(base),
       raddr_(remote.raddr),
       rkey_(remote.rkey),
@@ -81,6 +88,23 @@ VerbsLane::~VerbsLane() {
   shared_.reset();
 }
 
+void VerbsLane::install(Connection &c) noexcept {
+  Connection old;
+  {
+    std::lock_guard lock(id_mu_);
+    old.id = std::move(id_);
+    old.cq = std::move(cq_);
+    old.comp = std::move(comp_);
+    old.channel = std::move(channel_);
+    channel_ = std::move(c.channel);
+    comp_ = std::move(c.comp);
+    cq_ = std::move(c.cq);
+    id_ = std::move(c.id);
+  }
+  unsignaled_ = 0;
+  reply_len_ = 0;
+}  // `old` goes: its queue pair first
+
 void VerbsLane::use_method(proto::PersistMethod method) {
   if (method == proto::PersistMethod::kApm)
     method_ = std::make_unique<Apm>();
@@ -90,7 +114,20 @@ void VerbsLane::use_method(proto::PersistMethod method) {
 
 std::error_code VerbsLane::write(DataOp op, uint64_t offset, uint64_t length,
                                  unsigned flags) noexcept {
-  if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
+  return with_comeback([&] { return write_once(op, offset, length, flags); });
+}
+
+std::error_code VerbsLane::drain(unsigned flags) noexcept {
+  visible_ = (flags & kWriteVisible) != 0;
+  return with_comeback([&] { return drain_once(); });
+}
+
+std::error_code VerbsLane::read(void *dst, uint64_t offset, uint64_t length) noexcept {
+  return with_comeback([&] { return read_once(dst, offset, length); });
+}
+
+std::error_code VerbsLane::write_once(DataOp op, uint64_t offset, uint64_t length,
+                                      unsigned flags) noexcept {
   const bool relaxed = (flags & kWriteRelaxed) != 0;
   visible_ = (flags & kWriteVisible) != 0;
   if (window_ > 0) {
@@ -111,7 +148,7 @@ std::error_code VerbsLane::write(DataOp op, uint64_t offset, uint64_t length,
     // inline, as a persist (synchronous, as PMDK's).
     if (op == DataOp::kFlush && (relaxed || staged_)) {
       if (auto ec = post_writes(offset, length, raddr_ + offset)) return ec;
-      if (method_->tracks_ranges()) ranges_.add(offset, length);
+      if (method_->tracks_ranges() || shared_->comeback) ranges_.add(offset, length);
       return {};
     }
     if (relaxed && op == DataOp::kPersist) {
@@ -131,15 +168,16 @@ std::error_code VerbsLane::write(DataOp op, uint64_t offset, uint64_t length,
   return {};
 }
 
-std::error_code VerbsLane::drain(unsigned flags) noexcept {
-  if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
-  visible_ = (flags & kWriteVisible) != 0;
+std::error_code VerbsLane::drain_once() noexcept {
   if (window_ > 0) return drain_window();
-  return method_->drain(*this);
+  auto ec = method_->drain(*this);
+  // Answered (whatever its status) or dead: those flushes are done with;
+  // a failed queue pair keeps them for the new connection.
+  if (!broken_) ranges_.clear();
+  return ec;
 }
 
-std::error_code VerbsLane::read(void *dst, uint64_t offset, uint64_t length) noexcept {
-  if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
+std::error_code VerbsLane::read_once(void *dst, uint64_t offset, uint64_t length) noexcept {
   auto *out = static_cast<uint8_t *>(dst);
   // Bounded path: the target copies each chunk into the window first, and
   // what the window holds for the pool goes there before.
@@ -165,7 +203,84 @@ std::error_code VerbsLane::read(void *dst, uint64_t offset, uint64_t length) noe
 }
 
 void VerbsLane::shutdown() noexcept {
-  if (!dead_.exchange(true)) disconnect(id_.get());
+  if (dead_.exchange(true)) return;
+  std::lock_guard lock(id_mu_);
+  if (id_) disconnect(id_.get());
+}
+
+template <class Attempt>
+std::error_code VerbsLane::with_comeback(Attempt &&attempt) noexcept {
+  if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
+  progress_ = Clock::now();
+  for (;;) {
+    broken_ = false;
+    std::error_code ec = attempt();
+    if (!ec || !broken_) return ec;
+    if (!shared_->comeback || dead_.load(std::memory_order_relaxed)) {
+      if (why_.empty()) why_ = cause_;
+      shutdown();
+      return errc(ECONNRESET);
+    }
+    if (auto lost = come_back()) return lost;
+  }
+}
+
+std::error_code VerbsLane::come_back() noexcept {
+  std::string last = cause_;
+  RPMEM_LOG_WARN("verbs lane %u: %s; connecting again", index_, last.c_str());
+  const auto stalled_since = progress_;
+  const auto deadline = stalled_since + std::chrono::milliseconds(timeout_ms_);
+  for (;;) {
+    if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
+    const auto start = Clock::now();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - start);
+    if (left.count() <= 0 || epoch_ == UINT16_MAX)
+      return give_up(no_answer_text(std::chrono::milliseconds(timeout_ms_)) +
+                     " (last try: " + last + ")");
+    // Every try at an epoch of its own: the target may have admitted the
+    // last one (its answer lost), and takes no epoch twice.
+    if (auto err = dial(++epoch_, static_cast<int>(std::min(left, kDialTry).count()))) {
+      last = err->message;
+      RPMEM_LOG_DEBUG("verbs lane %u: %s", index_, last.c_str());
+      // A refusal comes at once: the next try a little later.
+      const auto next = std::min<Clock::time_point>(start + kDialPause, deadline);
+      while (Clock::now() < next && !dead_.load(std::memory_order_relaxed))
+        std::this_thread::sleep_for(std::min<Clock::duration>(next - Clock::now(), kDialPause));
+      continue;
+    }
+    if (dead_.load(std::memory_order_relaxed)) {  // shut down while it dialed
+      std::lock_guard lock(id_mu_);
+      disconnect(id_.get());
+      return errc(ECONNRESET);
+    }
+    RPMEM_LOG_NOTICE("verbs lane %u: connected again (epoch %u) after %lld ms", index_,
+                     static_cast<unsigned>(epoch_),
+                     static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                Clock::now() - stalled_since)
+                                                .count()));
+    broken_ = false;
+    if (auto ec = replay(); ec && broken_) {
+      last = cause_;
+      continue;
+    } else if (ec) {
+      return ec;  // dead (the timeout)
+    }
+    return {};
+  }
+}
+
+std::error_code VerbsLane::replay() noexcept {
+  if (window_ > 0) {  // the window as it was, range after range
+    uint64_t at = 0;
+    for (const auto &r : landed_) {
+      if (auto ec = post_writes(r.offset, r.length, window_raddr_ + at)) return ec;
+      at += r.length;
+    }
+    return {};
+  }
+  for (const auto &r : ranges_.ranges())
+    if (auto ec = post_writes(r.offset, r.length, raddr_ + r.offset)) return ec;
+  return {};
 }
 
 std::error_code VerbsLane::round_trip(const MsgHeader &request, uint64_t payload) noexcept {
@@ -179,9 +294,11 @@ std::error_code VerbsLane::round_trip(const MsgHeader &request, uint64_t payload
     return fail("ibv_post_send(SEND)", ec);
   if (auto ec = wait_for(kWrSend | kWrRecv)) return ec;
   auto status = decode_reply({recv_buf(), reply_len_});
-  if (auto ec = post_reply_buffer()) return fail("ibv_post_recv", ec);
+  if (auto ec = post_recv(id_->qp, kWrRecv, recv_buf(), kReplySize, buf_mr_->lkey))
+    return fail("ibv_post_recv", ec);
   if (!status) {
-    RPMEM_LOG_ERR("verbs lane: malformed reply");
+    why_ = "malformed reply from the target";
+    RPMEM_LOG_ERR("verbs lane %u: %s", index_, why_.c_str());
     shutdown();
     return errc(EPROTO);
   }
@@ -200,7 +317,6 @@ std::error_code VerbsLane::send_ranges() noexcept {
   for (size_t i = 0; i < r.size(); ++i)
     encode_range(r[i].offset, r[i].length, send_buf() + kMsgHeaderSize + i * kRangeSize);
   const uint64_t n = r.size();
-  ranges_.clear();
   return round_trip({MsgOp::kDrain, 0, 0, n}, n * kRangeSize);
 }
 
@@ -245,9 +361,14 @@ std::error_code VerbsLane::drain_window() noexcept {
     encode_range(landed_[i].offset, landed_[i].length,
                  send_buf() + kMsgHeaderSize + i * kRangeSize);
   const uint64_t n = landed_.size();
-  landed_.clear();
-  landed_at_ = 0;
-  return round_trip({MsgOp::kDrain, 0, 0, n}, n * kRangeSize);
+  auto ec = round_trip({MsgOp::kDrain, 0, 0, n}, n * kRangeSize);
+  // Answered (whatever its status) or dead: the window is free again; a
+  // failed queue pair keeps what it holds for the new connection.
+  if (!broken_) {
+    landed_.clear();
+    landed_at_ = 0;
+  }
+  return ec;
 }
 
 // Waits until the completions in `need` (WrId bits) arrived: spins for
@@ -258,7 +379,9 @@ std::error_code VerbsLane::drain_window() noexcept {
 // (~100 us under emulation), and the caller waits anyway.
 std::error_code VerbsLane::wait_for(uint64_t need) noexcept {
   const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
+  // The bound is on the stall: from the last completion (or the call's
+  // start), whatever waits and tries to come back came in between.
+  const auto deadline = progress_ + std::chrono::milliseconds(timeout_ms_);
   const auto spin = spin_.budget();
   uint64_t got = 0;
   bool armed = false;
@@ -268,16 +391,14 @@ std::error_code VerbsLane::wait_for(uint64_t need) noexcept {
     const int n = poll(cq_.get(), wc, 4);
     if (n < 0) return fail("ibv_poll_cq", errc(EIO));
     for (int i = 0; i < n; ++i) {
-      if (!wc[i].ok) {
-        if (!dead_.load()) RPMEM_LOG_ERR("verbs lane: work request failed: %s", wc[i].status);
-        return fail(nullptr, errc(ECONNRESET));
-      }
+      if (!wc[i].ok) return fail(nullptr, {}, std::string("work request failed: ") + wc[i].status);
       if (wc[i].wr_id == kWrRecv) reply_len_ = wc[i].byte_len;
       got |= wc[i].wr_id;
     }
     if ((got & need) == need) {
       unsignaled_ = 0;  // a signalled completion retires every earlier WRITE
-      spin_.took(Clock::now() - start);
+      progress_ = Clock::now();
+      spin_.took(progress_ - start);
       if (spinning) spin_.spun(true);  // found within the spin
       return {};
     }
@@ -295,19 +416,14 @@ std::error_code VerbsLane::wait_for(uint64_t need) noexcept {
     }
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left < 0) {
-      RPMEM_LOG_ERR("verbs lane: no completion within %d ms", timeout_ms_);
-      return fail(nullptr, errc(ECONNRESET));
-    }
+    if (left < 0) return give_up(no_answer_text(std::chrono::milliseconds(timeout_ms_)));
     pollfd p[2] = {{fd_of(comp_.get()), POLLIN, 0}, {fd_of(channel_.get()), POLLIN, 0}};
     if (::poll(p, 2, static_cast<int>(std::min<long long>(left, 100)) + 1) < 0 && errno != EINTR)
       return fail("poll", last_errc());
     if (p[1].revents) {
       CmEvent ev;
-      if (!next_event(channel_.get(), 0, ev)) {
-        RPMEM_LOG_ERR("verbs lane: connection event %s", rdma_event_str(ev.type));
-        return fail(nullptr, errc(ECONNRESET));
-      }
+      if (!next_event(channel_.get(), 0, ev))
+        return fail(nullptr, {}, std::string("connection event ") + rdma_event_str(ev.type));
     }
     if (p[0].revents) {
       consume_events(comp_.get());
@@ -316,8 +432,18 @@ std::error_code VerbsLane::wait_for(uint64_t need) noexcept {
   }
 }
 
-std::error_code VerbsLane::fail(const char *call, std::error_code ec) noexcept {
-  if (call) RPMEM_LOG_ERR("%s failed: %s", call, ec.message().c_str());
+std::error_code VerbsLane::fail(const char *call, std::error_code ec, std::string what) noexcept {
+  cause_ = call ? std::string(call) + " failed: " + ec.message() : std::move(what);
+  if (!shared_->comeback && !dead_.load(std::memory_order_relaxed))
+    RPMEM_LOG_ERR("verbs lane %u: %s", index_, cause_.c_str());
+  broken_ = true;
+  return errc(ECONNRESET);
+}
+
+std::error_code VerbsLane::give_up(std::string why) noexcept {
+  why_ = std::move(why);
+  if (!dead_.load(std::memory_order_relaxed))
+    RPMEM_LOG_ERR("verbs lane %u: %s", index_, why_.c_str());
   shutdown();
   return errc(ECONNRESET);
 }

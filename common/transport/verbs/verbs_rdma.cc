@@ -263,21 +263,29 @@ std::error_code bind_listen(rdma_cm_id *id, const sockaddr *src, int backlog) {
 }
 
 namespace {
-rdma_conn_param conn_param(const void *private_data, uint8_t length) {
+rdma_conn_param conn_param(const void *private_data, uint8_t length, uint8_t retry_count = 7) {
   rdma_conn_param p{};
   p.private_data = private_data;
   p.private_data_len = length;
   p.responder_resources = 1;  // one RDMA READ in flight (APM probe, rpmem_read)
   p.initiator_depth = 1;
-  p.retry_count = 7;
+  p.retry_count = retry_count;
   p.rnr_retry_count = 7;  // a receive buffer is always reposted: retry forever
   return p;
 }
 }  // namespace
 
-std::error_code connect(rdma_cm_id *id, const void *private_data, uint8_t length) {
-  rdma_conn_param p = conn_param(private_data, length);
+std::error_code connect(rdma_cm_id *id, const void *private_data, uint8_t length,
+                        uint8_t retry_count) {
+  rdma_conn_param p = conn_param(private_data, length, retry_count);
   if (rdma_connect(id, &p) != 0) return logged(err_of_rdma(-1), "rdma_connect", "");
+  return {};
+}
+
+std::error_code set_ack_timeout(rdma_cm_id *id, uint8_t exponent) {
+  if (rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &exponent,
+                      sizeof(exponent)) != 0)
+    return logged(err_of_rdma(-1), "rdma_set_option(ACK_TIMEOUT)", std::to_string(exponent));
   return {};
 }
 

@@ -91,7 +91,13 @@ std::error_code expect_event(rdma_event_channel *channel, rdma_cm_event_type exp
 
 std::error_code resolve(rdma_cm_id *id, const sockaddr *dst, int timeout_ms);  // addr + route
 std::error_code bind_listen(rdma_cm_id *id, const sockaddr *src, int backlog);
-std::error_code connect(rdma_cm_id *id, const void *private_data, uint8_t length);
+// retry_count: the queue pairs' transport retries (7, the most; soft-RoCE
+// takes 7 as "retry forever").
+std::error_code connect(rdma_cm_id *id, const void *private_data, uint8_t length,
+                        uint8_t retry_count = 7);
+// The queue pair's local ACK timeout, 4.096 us << `exponent` per try
+// (RDMA_OPTION_ID_ACK_TIMEOUT); before connect().
+std::error_code set_ack_timeout(rdma_cm_id *id, uint8_t exponent);
 std::error_code accept(rdma_cm_id *id);
 void reject(rdma_cm_id *id) noexcept;
 std::error_code migrate(rdma_cm_id *id, rdma_event_channel *channel);

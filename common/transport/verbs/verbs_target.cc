@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sched.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -60,7 +61,8 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
     : pool_(pool),
       params_(std::move(params)),
       state_(params_.on_fatal),
-      admission_(params_.secret, params_.max_lanes) {
+      admission_(params_.secret, params_.max_lanes),
+      slots_(params_.max_lanes) {
   ProviderInfo info;
   info.method = params_.persist_method;
   sockaddr_storage ss = listen_address(params_.listen_address, info);
@@ -180,12 +182,13 @@ void VerbsTarget::start() {
 void VerbsTarget::stop() noexcept {
   if (!state_.request_stop()) return;
   if (acceptor_.joinable()) acceptor_.join();
-  std::vector<std::thread> threads;
+  std::vector<Slot> slots;
   {
     std::lock_guard lock(mu_);
-    threads.swap(threads_);
+    slots.swap(slots_);
   }
-  for (auto &t : threads) t.join();
+  for (auto &s : slots)
+    if (s.thread.joinable()) s.thread.join();
 }
 
 void VerbsTarget::fatal(const std::string &why) { state_.fatal(why); }
@@ -213,25 +216,33 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
   CmIdPtr id(raw_id);
   auto cd = decode_connect_data(pdata);
   const char *refusal = nullptr;
+  bool returned = false;
   if (!cd)
     refusal = "malformed connect request";
   else if (id->verbs != ctx_)
     refusal = "request on another RDMA device";
   else
-    refusal = admission_.admit(cd->secret, cd->lane, cd->nlanes);
+    refusal = admission_.admit(cd->secret, cd->lane, cd->nlanes, cd->epoch, returned);
   if (refusal) {
     RPMEM_LOG_WARN("verbs connect request refused: %s", refusal);
     reject(id.get());
     return;
   }
+  if (returned) retire(cd->lane);
 
   auto lane = std::make_unique<Lane>();
   lane->index = cd->lane;
   std::string err;
-  auto channel = create_event_channel();
-  if (!channel) err = channel.error().message;
+  lane->kick = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (lane->kick < 0) err = std::string("eventfd: ") + strerror(errno);
   if (err.empty()) {
-    lane->channel = std::move(channel.value());
+    auto channel = create_event_channel();
+    if (!channel)
+      err = channel.error().message;
+    else
+      lane->channel = std::move(channel.value());
+  }
+  if (err.empty()) {
     if (auto ec = migrate(id.get(), lane->channel.get())) err = "rdma_migrate_id: " + ec.message();
   }
   if (err.empty()) {
@@ -264,7 +275,7 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
       err = "ibv_post_recv: " + ec.message();
   if (err.empty())
     if (auto ec = arm(lane->cq.get())) err = "ibv_req_notify_cq: " + ec.message();
-  if (err.empty()) state_.lane_in(cd->nlanes);
+  if (err.empty() && !returned) state_.lane_in(cd->nlanes);
   if (err.empty())
     if (auto ec = accept(id.get())) err = "rdma_accept: " + ec.message();
   if (!err.empty()) {
@@ -275,13 +286,37 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
     return;
   }
   lane->id = std::move(id);
-  RPMEM_LOG_INFO("verbs lane %u of %u accepted", cd->lane, cd->nlanes);
+  if (returned) {
+    RPMEM_LOG_NOTICE("verbs lane %u of %u came back, epoch %u", cd->lane, cd->nlanes,
+                     static_cast<unsigned>(cd->epoch));
+    if (params_.counters) params_.counters->lane_returned();
+  } else {
+    RPMEM_LOG_INFO("verbs lane %u of %u accepted", cd->lane, cd->nlanes);
+  }
   std::lock_guard lock(mu_);
+  Slot &slot = slots_[cd->lane];
   try {
-    threads_.emplace_back([this, l = std::shared_ptr<Lane>(std::move(lane))] { lane_loop(*l); });
+    slot.lane = std::shared_ptr<Lane>(std::move(lane));
+    slot.thread = std::thread([this, l = slot.lane] { lane_loop(*l); });
   } catch (const std::exception &e) {  // the lane closes; the session goes on
     RPMEM_LOG_ERR("verbs lane %u dropped: cannot start a thread: %s", cd->lane, e.what());
+    if (slot.lane) disconnect(slot.lane->id.get());
   }
+}
+
+void VerbsTarget::retire(unsigned index) {
+  Slot old;
+  {
+    std::lock_guard lock(mu_);
+    old = std::move(slots_[index]);
+  }
+  if (old.lane) {
+    old.lane->replaced.store(true);
+    const uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(old.lane->kick, &one, sizeof(one));
+    disconnect(old.lane->id.get());  // its queue pair to the error state: nothing lands
+  }
+  if (old.thread.joinable()) old.thread.join();
 }
 
 }  // namespace rpmem::transport::verbs

@@ -4,7 +4,10 @@
 // (address, rkey and persist method go back in provider_data), and one
 // thread per lane that sleeps on its completion channel. Connect requests
 // must carry the session secret (checked in constant time) and a free lane
-// index, or they are rejected before any queue pair exists.
+// index, or they are rejected before any queue pair exists. A lane that
+// comes back (a higher epoch, protocol minor >= kMinorVerbsResume) takes
+// its index's place: the old queue pair is disconnected and its thread
+// joined first; an epoch it had already is refused (replayed or late).
 //
 // Where RDMA WRITEs land depends on the pool:
 //  - memory a NIC may write into and that registers (devdax pmem, a file in
@@ -63,6 +66,10 @@ class VerbsTarget final : public Target {
  private:
   void accept_loop();
   void on_connect_request(rdma_cm_id *id, const std::vector<uint8_t> &private_data);
+  // A lane that came back: its old connection is closed and its thread
+  // joined before the new one is accepted, so that nothing of the old
+  // queue pair lands or is served after the new one's first request.
+  void retire(unsigned index);
   void lane_loop(Lane &lane);
   bool sleep(Lane &lane, bool &armed);  // on the lane's channels; false: it ended
   // Serves one received message; false ends the lane.
@@ -108,8 +115,14 @@ class VerbsTarget final : public Target {
 
   LaneAdmission admission_;
 
-  std::mutex mu_;  // guards threads_ (never touched on the data path)
-  std::vector<std::thread> threads_;
+  // Each lane index's thread and lane, the one of its latest epoch (the
+  // acceptor replaces them; stop() joins them once the acceptor is gone).
+  struct Slot {
+    std::thread thread;
+    std::shared_ptr<Lane> lane;
+  };
+  std::mutex mu_;  // guards slots_ (never touched on the data path)
+  std::vector<Slot> slots_;
   std::thread acceptor_;
 };
 

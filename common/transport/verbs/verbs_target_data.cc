@@ -92,11 +92,16 @@ void VerbsTarget::lane_loop(Lane &lane) {
 // Sleeps until the lane's completion channel, its connection or stop() has
 // something. False when the lane ends (disconnected, or the session failed).
 bool VerbsTarget::sleep(Lane &lane, bool &armed) {
-  pollfd p[3] = {{fd_of(lane.comp.get()), POLLIN, 0},
+  pollfd p[4] = {{fd_of(lane.comp.get()), POLLIN, 0},
                  {fd_of(lane.channel.get()), POLLIN, 0},
-                 {state_.wake_fd(), POLLIN, 0}};
-  if (::poll(p, 3, -1) < 0 && errno != EINTR) {
+                 {state_.wake_fd(), POLLIN, 0},
+                 {lane.kick, POLLIN, 0}};
+  if (::poll(p, 4, -1) < 0 && errno != EINTR) {
     fatal("verbs lane: poll failed");
+    return false;
+  }
+  if (p[3].revents || lane.replaced.load()) {
+    RPMEM_LOG_INFO("verbs lane %u: a new connection takes its place", lane.index);
     return false;
   }
   if (p[2].revents || state_.stopping()) {
@@ -179,7 +184,7 @@ bool VerbsTarget::serve(Lane &lane, uint32_t byte_len) {
     const int n = poll(lane.cq.get(), wc, 1);
     if (n < 0 || (n == 1 && !wc[0].ok)) return false;
     if (n == 1 && wc[0].wr_id == kWrReply) lane.reply_busy = false;
-    if (state_.stopping()) return false;
+    if (state_.stopping() || lane.replaced.load(std::memory_order_relaxed)) return false;
   }
   if (counters) {
     counters->served(lane_op(h->op), h->length, started_ns, bool(status));

@@ -7,6 +7,9 @@
 #include "common/transport/verbs/verbs_target.h"
 #include "common/transport/verbs/verbs_wire.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <memory>
 
 namespace rpmem::transport::verbs {
@@ -23,6 +26,10 @@ struct VerbsTarget::Lane {
   MrPtr mr;
   CmIdPtr id;
   bool reply_busy = false;
+  // Set, and `kick` (an eventfd) made readable, when a new connection of
+  // the lane takes its place: its thread ends.
+  std::atomic<bool> replaced{false};
+  int kick = -1;
 
   uint8_t *reply_buf() const { return buf.get() + kRecvSize; }
   ~Lane() {
@@ -30,6 +37,7 @@ struct VerbsTarget::Lane {
     mr.reset();
     cq.reset();
     comp.reset();
+    if (kick >= 0) ::close(kick);
   }
 };
 

@@ -99,6 +99,30 @@ TEST(VerbsWire, ConnectDataCarriesSecretAndLaneAndIgnoresPadding) {
   EXPECT_FALSE(decode_connect_data({raw, sizeof(raw)}));
 }
 
+// Protocol minor 8: a lane that comes back carries its epoch in the high
+// half of the claim's lane field, as a tcp lane hello does; epoch 0 is the
+// encoding every older client sends.
+TEST(VerbsWire, ConnectDataCarriesTheEpochBesideTheLane) {
+  ConnectData c;
+  c.secret[5] = 9;
+  c.lane = 3;
+  c.epoch = 517;
+  c.nlanes = 4;
+  uint8_t raw[kConnectDataSize];
+  encode(c, raw);
+  auto d = decode_connect_data({raw, sizeof(raw)});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->lane, 3u);
+  EXPECT_EQ(d->epoch, 517u);
+  EXPECT_EQ(d->nlanes, 4u);
+  // The claim's u32 lane on the wire: lane | epoch << 16.
+  EXPECT_EQ(proto::decode_lane_claim(raw + 4).lane, 3u | 517u << 16);
+  c.epoch = 0;
+  encode(c, raw);
+  EXPECT_EQ(proto::decode_lane_claim(raw + 4).lane, 3u) << "what a client of minor < 8 sends";
+  EXPECT_EQ(decode_connect_data({raw, sizeof(raw)})->epoch, 0u);
+}
+
 TEST(VerbsWire, MessagesMustMatchTheirPayload) {
   std::vector<uint8_t> m(kMsgHeaderSize + 100);
   encode(MsgHeader{MsgOp::kPersist, kMsgInline, 4096, 100}, m.data());
