@@ -24,10 +24,12 @@ vm_verbs_build test-rdma "$build"
 #  Stranger.*: a raw TCP stranger on the data port; over verbs there is no
 #    TCP data port (tests/rdma covers strangers on rdma_cm).
 #  NetCut.*, Blip.*: a veth pair into a network namespace; rxe only works in
-#    the VM's initial namespace, so rpmemd cannot listen there.
+#    the VM's initial namespace, so rpmemd cannot listen there. Outages of
+#    verbs lanes are VerbsCut.* (tests/rdma): two rxe devices on a veth wire
+#    in the initial namespace (tests/rdma/wire-pair.sh), cut by iptables.
 #  Restart.*, Service.ARestart*: a pool reopened on a restarted service; its
-#    lanes must come back, which only tcp lanes do (over verbs a failed
-#    queue pair loses the pool: librpmem(7)).
+#    lanes must come back to the new session, which only tcp lanes do (a
+#    verbs lane comes back within its session only: librpmem(7)).
 #  SealedLanes.ALaneThatComes*, TlsLanes.ALaneThatComes*: raw tcp peers.
 #  TlsPolicy.*: the TLS policy of the service's control channel (protocol
 #    versions, ciphers, names, CRLs), which no data transport touches; the

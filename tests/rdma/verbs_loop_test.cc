@@ -3,6 +3,7 @@
 // in-memory pool that records every persist, and initiator lanes, over RC
 // queue pairs. Needs an RDMA device and its address in RPMEM_VM_IP (the
 // soft-RoCE VM sets both); skips otherwise.
+#include "common/log.h"
 #include "common/transport/transport.h"
 #include "common/transport/verbs/verbs_rdma.h"
 #include "common/transport/verbs/verbs_wire.h"
@@ -420,6 +421,252 @@ TEST_F(VerbsLoop, SeveralLanesInParallelShareNothing) {
     for (int i = 0; i < 50; ++i)
       EXPECT_TRUE(same(kHeader + l * (1 << 20) + static_cast<size_t>(i) * 4096, 4000))
           << "lane " << l << " write " << i;
+}
+
+// Two soft-RoCE devices joined by a veth wire (wire-pair.sh): between
+// them verbs traffic crosses the IP stack, where iptables can cut it, as
+// between two machines (on one device rxe loops it back inside). Set up
+// once and left up: removing an rxe device waits for every process that
+// has it open.
+struct WirePair {
+  static constexpr const char *kClient = "10.1.0.1";
+  static constexpr const char *kTarget = "10.1.0.2";
+  static bool up() { return std::system(RPMEM_WIRE_PAIR " up") == 0; }
+};
+
+// RoCE's packets (UDP 4791: the lanes' and rdma_cm's own) dropped as they
+// come in, as a network that loses them would: both ways, or only those
+// coming in on `dev` (WirePair's rpmwB: the client's to the target; rpmwA:
+// the target's to the client), from construction until heal() or the end
+// of the scope.
+class RoceCut {
+ public:
+  explicit RoceCut(std::string dev = {}) : match_(dev.empty() ? "" : "-i " + dev + " ") {
+    on_ = run("-I");
+  }
+  ~RoceCut() { heal(); }
+  RoceCut(const RoceCut &) = delete;
+  RoceCut &operator=(const RoceCut &) = delete;
+  bool on() const { return on_; }
+  void heal() {
+    if (on_) run("-D");
+    on_ = false;
+  }
+
+ private:
+  bool run(const char *op) const {
+    const std::string cmd =
+        std::string("iptables -w ") + op + " INPUT " + match_ + "-p udp --dport 4791 -j DROP";
+    return std::system(cmd.c_str()) == 0;
+  }
+  std::string match_;
+  bool on_ = false;
+};
+
+// A target of its own and its client's lanes across the wire, for the
+// tests that cut it (two of them: the direct path and the bounded one).
+struct Side {
+  MemPool pool;
+  std::shared_ptr<TargetCounters> counters = std::make_shared<TargetCounters>(2);
+  std::unique_ptr<Target> target;
+  std::vector<std::unique_ptr<InitiatorLane>> lanes;
+};
+
+class VerbsCut : public VerbsLoop {
+ protected:
+  void SetUp() override {
+    VerbsLoop::SetUp();
+    if (IsSkipped()) return;
+    // The lanes' and the targets' notices (a lane connecting again, coming
+    // back) in the test's output.
+    log::configure(log::Level::kNotice, log::Sink::kStderr, {}, "verbs-cut");
+    ASSERT_TRUE(WirePair::up()) << "no wire pair of soft-RoCE devices (wire-pair.sh up)";
+  }
+  void TearDown() override {
+    for (Side &side : sides_) {
+      side.lanes.clear();
+      if (side.target) side.target->stop();
+    }
+    VerbsLoop::TearDown();
+  }
+  // Side `i`'s target (direct: the pool in RAM) and `nlanes` lanes that
+  // come back, bounded by `timeout`.
+  void start_side(unsigned i, bool direct, std::chrono::milliseconds timeout, unsigned nlanes = 2) {
+    Side &side = sides_[i];
+    if (direct) side.pool.persister.medium = rpmem_test::kRecordedRam;
+    TargetParams tp;
+    tp.listen_address = WirePair::kTarget;
+    tp.secret = secret_;
+    tp.max_lanes = 2;
+    tp.client_minor = proto::kMinor;
+    tp.counters = side.counters;
+    tp.on_fatal = [this](const std::string &) { fatal_ = true; };
+    side.target = make_target(proto::TransportKind::kVerbs, side.pool.target, tp);
+    side.target->start();
+    auto r = connect_lanes(proto::TransportKind::kVerbs, side_params(i, nlanes, timeout));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    side.lanes = std::move(r.value());
+  }
+  InitiatorParams side_params(unsigned i, unsigned nlanes, std::chrono::milliseconds timeout) {
+    InitiatorParams p;
+    p.host = WirePair::kTarget;
+    p.port = sides_[i].target->port();
+    p.secret = secret_;
+    p.nlanes = nlanes;
+    p.local_base = local_;
+    p.pool_size = kPoolSize;
+    p.timeout = timeout;
+    p.comeback = true;
+    p.provider_data = sides_[i].target->provider_data();
+    return p;
+  }
+  // Four workers (a lane each, two per side: the direct path and the
+  // landing windows) write through a cut of `seconds` made by `cut`: every
+  // call succeeds, every byte acknowledged is in the target's pool, the
+  // stalled calls return soon after the heal, and the lanes came back.
+  void ride_out(const std::string &cut_dev, std::chrono::seconds seconds);
+
+  Side sides_[2];
+};
+
+void VerbsCut::ride_out(const std::string &cut_dev, std::chrono::seconds seconds) {
+  start_side(0, true, 20s);  // 20 s: librpmem's default bound
+  start_side(1, false, 20s);
+  struct Call {
+    Clock::time_point start, end;
+  };
+  std::atomic<bool> stop{false};
+  std::mutex mu;
+  std::vector<std::string> errors;
+  std::vector<Call> calls;
+  unsigned slots[4] = {};
+  constexpr size_t kSlot = 8192, kBytes = 8000;
+  auto region = [](unsigned w) { return kHeader + w * (512 << 10); };
+  const auto begun = Clock::now();
+  auto worker = [&](unsigned w) {
+    InitiatorLane &lane = *sides_[w / 2].lanes[w % 2];
+    std::vector<Call> mine;
+    unsigned i = 0;
+    for (; !stop.load(); ++i) {
+      const size_t off = region(w) + (i % 48) * kSlot;
+      fill(off, kBytes, static_cast<uint8_t>(w * 61 + i));
+      const auto t0 = Clock::now();
+      std::error_code ec;
+      switch (i % 4) {
+        case 0:  // inline, through the target
+          ec = lane.write(proto::DataOp::kPersist, off, kBytes, 0);
+          break;
+        case 1:  // RDMA WRITE, then the target makes it durable
+          ec = lane.write(proto::DataOp::kPersist, off, kBytes, kWriteRelaxed);
+          break;
+        case 2:  // two flushes, one drain
+          ec = lane.write(proto::DataOp::kFlush, off, kBytes / 2, kWriteRelaxed);
+          if (!ec) ec = lane.write(proto::DataOp::kFlush, off + kBytes / 2, kBytes / 2, 0);
+          if (!ec) ec = lane.drain();
+          break;
+        default:
+          ec = lane.write(proto::DataOp::kFlush, off, kBytes, 0);
+          if (!ec) ec = lane.drain();
+      }
+      mine.push_back({t0, Clock::now()});
+      if (mine.back().end - t0 > 1s)
+        std::printf("worker %u call %u took %.2f s, ended %.2f s after the start\n", w, i,
+                    std::chrono::duration<double>(mine.back().end - t0).count(),
+                    std::chrono::duration<double>(mine.back().end - begun).count());
+      if (ec) {
+        std::lock_guard lock(mu);
+        errors.push_back("worker " + std::to_string(w) + " call " + std::to_string(i) + ": " +
+                         ec.message() + " (" + lane.failure() + ")");
+        break;
+      }
+    }
+    std::lock_guard lock(mu);
+    slots[w] = std::min(i, 48u);
+    calls.insert(calls.end(), mine.begin(), mine.end());
+  };
+  std::vector<std::thread> workers;
+  for (unsigned w = 0; w < 4; ++w) workers.emplace_back(worker, w);
+  std::this_thread::sleep_for(1s);
+  Clock::time_point cut_at, healed;
+  {
+    RoceCut cut(cut_dev);
+    cut_at = Clock::now();
+    std::printf("cut at %.2f s\n", std::chrono::duration<double>(cut_at - begun).count());
+    EXPECT_TRUE(cut.on()) << "iptables cannot drop RoCE's packets here";
+    std::this_thread::sleep_for(seconds);
+    cut.heal();
+    healed = Clock::now();
+  }
+  std::this_thread::sleep_for(3s);
+  stop = true;
+  for (auto &t : workers) t.join();
+  for (const auto &e : errors) ADD_FAILURE() << e;
+  ASSERT_TRUE(errors.empty());
+  // Every region holds the last bytes written into each of its slots.
+  for (unsigned w = 0; w < 4; ++w)
+    for (unsigned k = 0; k < slots[w]; ++k) {
+      const size_t off = region(w) + k * kSlot;
+      ASSERT_EQ(std::memcmp(local_ + off, sides_[w / 2].pool.base() + off, kBytes), 0)
+          << "worker " << w << " (" << (w < 2 ? "direct path" : "landing windows") << "), slot "
+          << k;
+    }
+  // The calls the cut stalled came back soon after the heal.
+  Clock::duration after_heal{};
+  unsigned stalled = 0;
+  for (const Call &c : calls)
+    if (c.start < healed && c.end > healed && c.end - c.start > seconds / 2) {
+      ++stalled;
+      after_heal = std::max(after_heal, c.end - healed);
+    }
+  std::printf("%u stalled calls; the last returned %.2f s after the heal\n", stalled,
+              std::chrono::duration<double>(after_heal).count());
+  EXPECT_EQ(stalled, 4u);
+  EXPECT_LT(after_heal, 3s);
+  for (Side &side : sides_) EXPECT_GE(side.counters->lanes_returned(), 1u);
+  EXPECT_FALSE(fatal_.load());
+}
+
+// Lanes of protocol minor 8 come back after their queue pairs failed: ten
+// seconds without a RoCE packet (past the queue pairs' retries, so they
+// fail) are latency.
+TEST_F(VerbsCut, TenSecondsWithoutALinkAreLatencyForLanesThatComeBack) {
+  ride_out("", 10s);
+  // A recorded connect request replayed: lane 0 at epoch 0 again.
+  auto replayed = connect_lanes(proto::TransportKind::kVerbs, side_params(1, 2, 3s));
+  EXPECT_FALSE(replayed.ok()) << "a lane connection of a past epoch was admitted";
+  fill(kHeader, 4096, 99);
+  EXPECT_EQ(sides_[1].lanes[0]->write(proto::DataOp::kPersist, kHeader, 4096, 0), std::error_code{})
+      << "the session goes on";
+  EXPECT_EQ(std::memcmp(local_ + kHeader, sides_[1].pool.base() + kHeader, 4096), 0);
+}
+
+// One way only: the target's packets to the client are lost (its replies,
+// its acknowledgements), the client's get through.
+TEST_F(VerbsCut, TenSecondsOfOneWayLossAreLatencyForLanesThatComeBack) { ride_out("rpmwA", 10s); }
+
+// Past the bound the stalled call fails, within the bound of the stall's
+// start, says why, and the lane stays dead after the link is back.
+TEST_F(VerbsCut, ALinkCutPastTheBoundFailsTheCallInTimeAndSaysWhy) {
+  start_side(1, false, 4s, 1);
+  InitiatorLane &lane = *sides_[1].lanes[0];
+  fill(8192, 4096, 3);
+  ASSERT_EQ(lane.write(proto::DataOp::kPersist, 8192, 4096, 0), std::error_code{});
+  RoceCut cut;
+  ASSERT_TRUE(cut.on()) << "iptables cannot drop RoCE's packets here";
+  const auto t0 = Clock::now();
+  EXPECT_EQ(lane.write(proto::DataOp::kPersist, 8192, 4096, 0), errc(ECONNRESET));
+  const auto took = Clock::now() - t0;
+  EXPECT_GE(took, 3900ms);
+  EXPECT_LT(took, 6s);
+  EXPECT_NE(lane.failure().find("no answer from the target for 4 s"), std::string::npos)
+      << lane.failure();
+  cut.heal();
+  EXPECT_EQ(lane.write(proto::DataOp::kPersist, 8192, 4096, 0), errc(ECONNRESET))
+      << "a lane given up on stays dead";
+  const auto c0 = Clock::now();
+  sides_[1].lanes.clear();
+  EXPECT_LT(Clock::now() - c0, 1s) << "closing a dead lane waits for nothing";
+  EXPECT_FALSE(fatal_.load());
 }
 
 // Without CAP_IPC_LOCK, a memlock limit below the pool fails both sides up
