@@ -579,6 +579,14 @@ void VerbsCut::ride_out(const std::string &cut_dev, std::chrono::seconds seconds
                          ec.message() + " (" + lane.failure() + ")");
         break;
       }
+      // Acknowledged: the bytes are in the target's pool now (later calls
+      // write the slot again, so only now can a loss be seen).
+      if (std::memcmp(local_ + off, sides_[w / 2].pool.base() + off, kBytes) != 0) {
+        std::lock_guard lock(mu);
+        errors.push_back("worker " + std::to_string(w) + " call " + std::to_string(i) +
+                         ": acknowledged, but its bytes are not in the target's pool");
+        break;
+      }
     }
     std::lock_guard lock(mu);
     slots[w] = std::min(i, 48u);
