@@ -190,9 +190,9 @@ transport::InitiatorParams lane_params(const TargetAddress &target, const proto:
   params.comeback =
       hello.minor >= (resp.transport == proto::TransportKind::kVerbs ? proto::kMinorVerbsResume
                                                                      : proto::kMinorResume);
-  if (params.comeback && target.service && resp.transport == proto::TransportKind::kTcp)
+  if (params.comeback && target.service)
     params.route = std::make_shared<transport::LaneRoute>(
-        transport::LaneRoute::Where{resp.port, resp.secret, {}});
+        transport::LaneRoute::Where{resp.port, resp.secret, {}, resp.provider_data});
   return params;
 }
 
@@ -214,7 +214,8 @@ Result<Lanes> connect_secured_lanes(LaneSecurity security, const TargetAddress &
         keyed = true;
       }
       if (keyed && params.route)
-        params.route->set(transport::LaneRoute::Where{resp.port, resp.secret, params.seal.master});
+        params.route->set(transport::LaneRoute::Where{resp.port, resp.secret, params.seal.master,
+                                                      resp.provider_data});
       if (keyed) return transport::connect_lanes(resp.transport, params);
       return Error{errc(EPROTO), "sealed data lanes without a usable key"};
     }
@@ -265,7 +266,8 @@ void Pool::keep_for_reopen(const TargetAddress &target, const proto::PoolRequest
   r->target = target;
   r->request = req;
   r->request.nlanes = resp.nlanes;
-  r->request.transports = tcp_bit;  // its lanes are tcp lanes
+  r->request.transports = proto::transport_bit(resp.transport);  // its lanes' transport
+  r->transport = resp.transport;
   r->request.extended = true;
   r->request.reopen = true;
   r->request.attr = PoolAttr{};
@@ -317,8 +319,7 @@ int Pool::connect(const PoolArgs &args, std::unique_ptr<Pool> &out, unsigned &nl
   if (!lanes) return lanes_failed(*pool->channel_, args.create, lanes.error(), ctl_timeout);
   pool->lanes_ = std::move(lanes.value());
   // A service that gave a token takes the pool back after a restart.
-  if (target->service && resp.transport == proto::TransportKind::kTcp &&
-      resp.token.size() == proto::kTokenSize && params.route)
+  if (target->service && resp.token.size() == proto::kTokenSize && params.route)
     pool->keep_for_reopen(*target, req, resp, args.create ? args.create_attr : resp.attr,
                           params.route);
   try {

@@ -134,6 +134,7 @@ class Pool {
     proto::Bytes token;          // the session's token, renewed at each reopen
     PoolAttr attr{};             // the pool's attributes as last known (headers)
     uint32_t lane_flags = 0;     // the lanes' security the session got
+    proto::TransportKind transport = proto::TransportKind::kTcp;  // its lanes' transport
     std::shared_ptr<transport::LaneRoute> route;
   };
   std::unique_ptr<Reopen> reopen_;  // null: the pool cannot be reopened

@@ -168,7 +168,7 @@ bool Pool::take_reopened(ReopenTry &t, int &hangup, std::string &why) {
   const char *other = nullptr;
   if (resp.nlanes != lanes_.size())
     other = "the service grants it another number of lanes";
-  else if (resp.transport != proto::TransportKind::kTcp)
+  else if (resp.transport != r.transport)
     other = "the service serves it over another transport";
   else if (headers != has_headers_ || (headers && !(resp.attr == known)))
     other = "it is not the same pool (its attributes differ)";
@@ -176,7 +176,7 @@ bool Pool::take_reopened(ReopenTry &t, int &hangup, std::string &why) {
     other = "the service secures its lanes another way";
   else if (resp.token.size() != proto::kTokenSize)
     other = "the service gave no session token";
-  transport::LaneRoute::Where where{resp.port, resp.secret, {}};
+  transport::LaneRoute::Where where{resp.port, resp.secret, {}, resp.provider_data};
   if (!other && (r.lane_flags & proto::kLaneSealed) &&
       !t.channel->export_keying_material(where.master.data(), where.master.size(),
                                          transport::tcp::kSealExporterLabel, resp.secret.data(),

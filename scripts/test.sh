@@ -69,7 +69,7 @@ if [ $quick -eq 0 ]; then
   CTEST_ARGS=$san_args TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     run_suite tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DCMAKE_C_FLAGS_DEBUG=-g1 \
     -DRPMEM_SANITIZE=thread
-  part "$top/scripts/fuzz.sh" "${RPMEM_FUZZ_SECONDS:-8}"
+  part "$top/scripts/fuzz.sh" "${RPMEM_FUZZ_SECONDS:-6}"
 fi
 if [ -s "$RPMEM_SKIP_REPORT" ]; then
   echo "scripts/test.sh: SKIPPED on purpose (RPMEM_SKIP_VM=1), so NOT tested: $(tr '\n' ' ' <"$RPMEM_SKIP_REPORT")"

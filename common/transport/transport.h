@@ -100,8 +100,9 @@ struct LaneSeal {
   explicit operator bool() const noexcept { return on; }
 };
 
-// Where a session's tcp lanes connect: the data port, the session's secret
-// and the sealed lanes' master. A client that reopens its pool on a
+// Where a session's lanes connect: the data port, the session's secret,
+// the sealed lanes' master (tcp) and the provider data (verbs: the pool's
+// registration, the landing windows). A client that reopens its pool on a
 // restarted service points it at the new session, and its lanes that
 // connect again from then on go there. Thread-safe.
 class LaneRoute {
@@ -110,6 +111,7 @@ class LaneRoute {
     uint16_t port = 0;
     proto::Secret secret{};
     SealMaster master{};
+    proto::Bytes provider_data;
   };
   explicit LaneRoute(const Where &w) : where_(w) {}
   ~LaneRoute();
@@ -144,8 +146,8 @@ struct InitiatorParams {
   unsigned work_queue_size = 50;  // RPMEM_WORK_QUEUE_SIZE: writes posted before one must complete
   LaneTls tls;                    // tcp: lanes inside TLS
   LaneSeal seal;                  // tcp: sealed lanes (instead of tls)
-  // tcp: where lanes that connect again go (port, secret, seal.master from
-  // it rather than from here); null: always here.
+  // Where lanes that connect again go (port, secret; tcp: seal.master,
+  // verbs: provider_data, from it rather than from here); null: always here.
   std::shared_ptr<LaneRoute> route;
 };
 

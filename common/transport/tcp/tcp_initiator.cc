@@ -236,7 +236,7 @@ Result<LaneDialer::Connection> LaneDialer::dial(unsigned i, uint16_t epoch,
   const int timeout_ms = static_cast<int>(timeout.count());
   // Where the session is now: it moves when the client reopens its pool on
   // a restarted service.
-  LaneRoute::Where route{params_.port, params_.secret, params_.seal.master};
+  LaneRoute::Where route{params_.port, params_.secret, params_.seal.master, {}};
   if (params_.route) route = params_.route->get();
   LaneSeal seal = params_.seal;
   seal.master = route.master;

@@ -63,11 +63,42 @@ Result<sockaddr_storage> destination(const InitiatorParams &params, const Provid
   return ss;
 }
 
+void set_port(sockaddr_storage &ss, uint16_t port) {
+  if (ss.ss_family == AF_INET)
+    reinterpret_cast<sockaddr_in *>(&ss)->sin_port = htons(port);
+  else if (ss.ss_family == AF_INET6)
+    reinterpret_cast<sockaddr_in6 *>(&ss)->sin6_port = htons(port);
+}
+
+uint16_t port_of(const sockaddr_storage &ss) {
+  if (ss.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in *>(&ss)->sin_port);
+  if (ss.ss_family == AF_INET6)
+    return ntohs(reinterpret_cast<const sockaddr_in6 *>(&ss)->sin6_port);
+  return 0;
+}
+
 }  // namespace
 
 std::optional<Error> VerbsLane::dial(uint16_t epoch, int timeout_ms) noexcept try {
   const std::string name = "lane " + std::to_string(index_);
   Shared &sh = *shared_;
+  // Where the session is now: it moves when the client reopens its pool on
+  // a restarted service.
+  sockaddr_storage dst = sh.dst;
+  proto::Secret secret = sh.secret;
+  std::optional<ProviderInfo> moved;
+  proto::Bytes moved_data;
+  if (sh.route) {
+    LaneRoute::Where w = sh.route->get();
+    set_port(dst, w.port);
+    secret = w.secret;
+    if (w.provider_data != provider_data_) {
+      moved = decode_provider_info(w.provider_data);
+      if (!moved) return Error{errc(EPROTO), "invalid verbs provider data from the target"};
+      if (const char *why = incompatible(*moved)) return Error{errc(ECONNRESET), name + ": " + why};
+      moved_data = std::move(w.provider_data);
+    }
+  }
   Connection c;
   auto channel = create_event_channel();
   if (!channel) return channel.error();
@@ -75,7 +106,7 @@ std::optional<Error> VerbsLane::dial(uint16_t epoch, int timeout_ms) noexcept tr
   auto id = create_id(c.channel.get());
   if (!id) return id.error();
   c.id = std::move(id.value());
-  if (auto ec = resolve(c.id.get(), reinterpret_cast<sockaddr *>(&sh.dst), timeout_ms))
+  if (auto ec = resolve(c.id.get(), reinterpret_cast<sockaddr *>(&dst), timeout_ms))
     return Error{ec.value() == EHOSTUNREACH ? ec : errc(ECONNRESET),
                  "cannot reach " + sh.host + " over RDMA for " + name + ": " + ec.message()};
   ibv_context *ctx = c.id->verbs;
@@ -110,7 +141,7 @@ std::optional<Error> VerbsLane::dial(uint16_t epoch, int timeout_ms) noexcept tr
 
   if (sh.comeback) [[maybe_unused]]
     auto ignored = set_ack_timeout(c.id.get(), kAckTimeout);  // logged; the default then
-  ConnectData cd{sh.secret, index_, epoch, sh.nlanes};
+  ConnectData cd{secret, index_, epoch, sh.nlanes};
   uint8_t pdata[kConnectDataSize];
   encode(cd, pdata);
   std::error_code ec = connect(c.id.get(), pdata, sizeof(pdata), sh.comeback ? kRetryCount : 7);
@@ -118,6 +149,11 @@ std::optional<Error> VerbsLane::dial(uint16_t epoch, int timeout_ms) noexcept tr
   if (ec) return Error{errc(ECONNRESET), name + " refused by the target: " + ec.message()};
   install(c);
   epoch_ = epoch;
+  if (moved) {
+    adopt(*moved, std::move(moved_data));
+    RPMEM_LOG_NOTICE("verbs lane %u: on the reopened pool's session (port %u)", index_,
+                     static_cast<unsigned>(port_of(dst)));
+  }
   return std::nullopt;
 } catch (const std::bad_alloc &) {
   return Error{errc(ENOMEM), "out of memory connecting a verbs lane"};
@@ -144,6 +180,8 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
   shared->nlanes = params.nlanes;
   shared->pool_size = params.pool_size;
   shared->comeback = params.comeback;
+  shared->route = params.route;
+  shared->provider_data = params.provider_data;
   std::vector<std::unique_ptr<InitiatorLane>> lanes;
   lanes.reserve(params.nlanes);
   for (unsigned i = 0; i < params.nlanes; ++i) {

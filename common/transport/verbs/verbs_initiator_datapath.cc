@@ -63,6 +63,7 @@ class Apm final : public PersistMethod {
 VerbsLane::VerbsLane(std::shared_ptr<Shared> shared, const ProviderInfo &remote, unsigned index,
                      const uint8_t *base, unsigned wq_size, int timeout_ms)
     : shared_(std::move(shared)),
+      provider_data_(shared_->provider_data),
       index_(index),
       base_(base),
       raddr_(remote.raddr),
@@ -104,6 +105,23 @@ void VerbsLane::install(Connection &c) noexcept {
   unsignaled_ = 0;
   reply_len_ = 0;
 }  // `old` goes: its queue pair first
+
+const char *VerbsLane::incompatible(const ProviderInfo &info) const noexcept {
+  const uint64_t window = (info.flags & kInfoBounded) ? info.window : 0;
+  if (window != window_) return "the restarted service lands RDMA writes another way";
+  if (std::min<uint32_t>(info.max_inline, kMaxInline) < max_inline_)
+    return "the restarted service takes fewer inline bytes";
+  return nullptr;
+}
+
+void VerbsLane::adopt(const ProviderInfo &info, proto::Bytes data) {
+  raddr_ = info.raddr;
+  rkey_ = info.rkey;
+  staged_ = (info.flags & kInfoStaged) != 0;
+  window_raddr_ = info.raddr + uint64_t{index_} * window_;
+  use_method(info.method);
+  provider_data_ = std::move(data);
+}
 
 void VerbsLane::use_method(proto::PersistMethod method) {
   if (method == proto::PersistMethod::kApm)

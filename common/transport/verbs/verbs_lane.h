@@ -72,6 +72,11 @@ class VerbsLane final : public InitiatorLane {
     unsigned nlanes = 0;
     size_t pool_size = 0;
     bool comeback = false;  // the target takes lanes that come back
+    // Service mode: where the session is now (it moves when the client
+    // reopens the pool on a restarted service: port, secret, provider
+    // data); null: always dst, secret and the first provider data.
+    std::shared_ptr<LaneRoute> route;
+    proto::Bytes provider_data;  // the first session's
   };
 
   VerbsLane(std::shared_ptr<Shared> shared, const ProviderInfo &remote, unsigned index,
@@ -126,6 +131,11 @@ class VerbsLane final : public InitiatorLane {
   };
   // `c` becomes the lane's connection; the old one is destroyed.
   void install(Connection &c) noexcept;
+  // Why the provider data of a restarted service's session cannot take
+  // the place of the one in use (another landing path or window, fewer
+  // inline bytes), or nullptr; and taking it (its registration, method).
+  const char *incompatible(const ProviderInfo &info) const noexcept;
+  void adopt(const ProviderInfo &info, proto::Bytes data);
 
   // The calls, once (with_comeback makes them again after a comeback).
   std::error_code write_once(DataOp op, uint64_t offset, uint64_t length, unsigned flags) noexcept;
@@ -175,6 +185,7 @@ class VerbsLane final : public InitiatorLane {
   std::unique_ptr<uint8_t[]> buf_;  // send | recv | probe | bounce
   MrPtr buf_mr_;
   std::unique_ptr<PersistMethod> method_;
+  proto::Bytes provider_data_;  // of the session the lane is connected to
   const unsigned index_;
   const uint8_t *base_;
   uint64_t raddr_;
