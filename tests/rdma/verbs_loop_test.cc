@@ -677,6 +677,58 @@ TEST_F(VerbsCut, ALinkCutPastTheBoundFailsTheCallInTimeAndSaysWhy) {
   EXPECT_FALSE(fatal_.load());
 }
 
+// A restarted service in small: the session moves (LaneRoute: another
+// port, secret and registration of the pool) and a lane whose queue pair
+// failed comes back on the new one, writes what was not made durable and
+// goes on; a session that lands RDMA writes another way (another window)
+// cannot take the place, and the lane fails within its bound saying why.
+TEST_F(VerbsLoop, ALaneFollowsItsSessionToARestartedTargetOfTheSameLandingPath) {
+  start(proto::PersistMethod::kGpspm);  // lane windows of 1 MiB
+  auto p = params(1);
+  p.timeout = 4s;
+  p.comeback = true;
+  p.route =
+      std::make_shared<LaneRoute>(LaneRoute::Where{p.port, p.secret, {}, target_->provider_data()});
+  auto r = connect_lanes(proto::TransportKind::kVerbs, p);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  lanes_ = std::move(r.value());
+  fill(8192, 4096, 5);
+  ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 8192, 4096, 0), std::error_code{});
+
+  // The same pool served again by a new target of a new session.
+  proto::Secret next = secret_;
+  next[0] ^= 0x5a;
+  TargetParams tp;
+  tp.listen_address = ip_;
+  tp.secret = next;
+  tp.max_lanes = 4;
+  tp.client_minor = proto::kMinor;
+  tp.on_fatal = [this](const std::string &) { fatal_ = true; };
+  auto again = make_target(proto::TransportKind::kVerbs, pool_.target, tp);
+  again->start();
+  p.route->set(LaneRoute::Where{again->port(), next, {}, again->provider_data()});
+  target_->stop();  // the old session ends: the lane's queue pair fails
+  EXPECT_EQ(lanes_[0]->drain(), std::error_code{}) << lanes_[0]->failure();
+  EXPECT_TRUE(same(8192, 4096)) << "the flush was written again to the new session";
+  fill(16384, 4096, 6);
+  EXPECT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 16384, 4096, 0), std::error_code{});
+  EXPECT_TRUE(same(16384, 4096));
+
+  // And a session whose windows are another size: not taken.
+  tp.verbs_window = 256 << 10;
+  tp.secret[1] ^= 0x33;
+  auto other = make_target(proto::TransportKind::kVerbs, pool_.target, tp);
+  other->start();
+  p.route->set(LaneRoute::Where{other->port(), tp.secret, {}, other->provider_data()});
+  again->stop();
+  EXPECT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 16384, 4096, 0), errc(ECONNRESET));
+  EXPECT_NE(lanes_[0]->failure().find("lands RDMA writes another way"), std::string::npos)
+      << lanes_[0]->failure();
+  lanes_.clear();
+  other->stop();
+  EXPECT_FALSE(fatal_.load());
+}
+
 // Without CAP_IPC_LOCK, a memlock limit below the pool fails both sides up
 // front with a message that names the limit.
 TEST_F(VerbsLoop, MemlockLimitBelowThePoolIsAClearErrorOnBothSides) {
