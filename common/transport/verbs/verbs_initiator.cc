@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Verbs provider, client side, the control path: where the lanes connect,
 // and each lane's setup (rdma_cm id, protection domain and the pool's
-// registration, completion queue, queue pair, buffers) and connection; the
-// requests are in verbs_initiator_datapath.cc.
+// registration, completion queue, queue pair, buffers) and connection,
+// first and when it comes back; the requests are in
+// verbs_initiator_datapath.cc.
 #include "common/transport/verbs/verbs_initiator.h"
 
 #include "common/log.h"
+#include "common/text.h"
 #include "common/transport/verbs/verbs_lane.h"
 #include "common/transport/verbs/verbs_rdma.h"
 #include "common/transport/verbs/verbs_wire.h"
@@ -14,7 +16,9 @@
 #include <netdb.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace rpmem::transport::verbs {
 
@@ -76,6 +80,10 @@ uint16_t port_of(const sockaddr_storage &ss) {
     return ntohs(reinterpret_cast<const sockaddr_in6 *>(&ss)->sin6_port);
   return 0;
 }
+
+// Between two tries to connect a lane again that fail at once (a refusal,
+// no route), the pause before the next.
+constexpr std::chrono::milliseconds kDialPause{200};
 
 }  // namespace
 
@@ -157,6 +165,81 @@ std::optional<Error> VerbsLane::dial(uint16_t epoch, int timeout_ms) noexcept tr
   return std::nullopt;
 } catch (const std::bad_alloc &) {
   return Error{errc(ENOMEM), "out of memory connecting a verbs lane"};
+}
+
+const char *VerbsLane::incompatible(const ProviderInfo &info) const noexcept {
+  const uint64_t window = (info.flags & kInfoBounded) ? info.window : 0;
+  if (window != window_) return "the restarted service lands RDMA writes another way";
+  if (std::min<uint32_t>(info.max_inline, kMaxInline) < max_inline_)
+    return "the restarted service takes fewer inline bytes";
+  return nullptr;
+}
+
+void VerbsLane::adopt(const ProviderInfo &info, proto::Bytes data) {
+  raddr_ = info.raddr;
+  rkey_ = info.rkey;
+  staged_ = (info.flags & kInfoStaged) != 0;
+  window_raddr_ = info.raddr + uint64_t{index_} * window_;
+  use_method(info.method);
+  provider_data_ = std::move(data);
+}
+
+std::error_code VerbsLane::come_back() noexcept {
+  std::string last = cause_;
+  RPMEM_LOG_WARN("verbs lane %u: %s; connecting again", index_, last.c_str());
+  const auto stalled_since = progress_;
+  const auto deadline = stalled_since + std::chrono::milliseconds(timeout_ms_);
+  for (;;) {
+    if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
+    const auto start = Clock::now();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - start);
+    if (left.count() <= 0 || epoch_ == UINT16_MAX)
+      return give_up(no_answer_text(std::chrono::milliseconds(timeout_ms_)) +
+                     " (last try: " + last + ")");
+    // Every try at an epoch of its own: the target may have admitted the
+    // last one (its answer lost), and takes no epoch twice.
+    if (auto err = dial(++epoch_, static_cast<int>(std::min(left, kDialTry).count()))) {
+      last = err->message;
+      RPMEM_LOG_DEBUG("verbs lane %u: %s", index_, last.c_str());
+      // A refusal comes at once: the next try a little later.
+      const auto next = std::min<Clock::time_point>(start + kDialPause, deadline);
+      while (Clock::now() < next && !dead_.load(std::memory_order_relaxed))
+        std::this_thread::sleep_for(std::min<Clock::duration>(next - Clock::now(), kDialPause));
+      continue;
+    }
+    if (dead_.load(std::memory_order_relaxed)) {  // shut down while it dialed
+      std::lock_guard lock(id_mu_);
+      disconnect(id_.get());
+      return errc(ECONNRESET);
+    }
+    RPMEM_LOG_NOTICE("verbs lane %u: connected again (epoch %u) after %lld ms", index_,
+                     static_cast<unsigned>(epoch_),
+                     static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                Clock::now() - stalled_since)
+                                                .count()));
+    broken_ = false;
+    if (auto ec = replay(); ec && broken_) {
+      last = cause_;
+      continue;
+    } else if (ec) {
+      return ec;  // dead (the timeout)
+    }
+    return {};
+  }
+}
+
+std::error_code VerbsLane::replay() noexcept {
+  if (window_ > 0) {  // the window as it was, range after range
+    uint64_t at = 0;
+    for (const auto &r : landed_) {
+      if (auto ec = post_writes(r.offset, r.length, window_raddr_ + at)) return ec;
+      at += r.length;
+    }
+    return {};
+  }
+  for (const auto &r : ranges_.ranges())
+    if (auto ec = post_writes(r.offset, r.length, raddr_ + r.offset)) return ec;
+  return {};
 }
 
 Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const InitiatorParams &params) {

@@ -232,49 +232,7 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
 
   auto lane = std::make_unique<Lane>();
   lane->index = cd->lane;
-  std::string err;
-  lane->kick = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (lane->kick < 0) err = std::string("eventfd: ") + strerror(errno);
-  if (err.empty()) {
-    auto channel = create_event_channel();
-    if (!channel)
-      err = channel.error().message;
-    else
-      lane->channel = std::move(channel.value());
-  }
-  if (err.empty()) {
-    if (auto ec = migrate(id.get(), lane->channel.get())) err = "rdma_migrate_id: " + ec.message();
-  }
-  if (err.empty()) {
-    auto comp = create_comp_channel(ctx_);
-    if (!comp)
-      err = comp.error().message;
-    else
-      lane->comp = std::move(comp.value());
-  }
-  if (err.empty()) {
-    auto cq = create_cq(ctx_, 8, lane->comp.get());
-    if (!cq)
-      err = cq.error().message;
-    else
-      lane->cq = std::move(cq.value());
-  }
-  if (err.empty())
-    if (auto ec = create_qp(id.get(), pd_.get(), lane->cq.get(), 2, 1)) err = ec.message();
-  if (err.empty()) {
-    lane->buf = std::make_unique<uint8_t[]>(kRecvSize + kReplySize);
-    auto mr = register_memory(pd_.get(), lane->buf.get(), kRecvSize + kReplySize,
-                              IBV_ACCESS_LOCAL_WRITE, "lane buffers");
-    if (!mr)
-      err = mr.error().message;
-    else
-      lane->mr = std::move(mr.value());
-  }
-  if (err.empty())
-    if (auto ec = post_recv(id->qp, kWrRecv, lane->buf.get(), kRecvSize, lane->mr->lkey))
-      err = "ibv_post_recv: " + ec.message();
-  if (err.empty())
-    if (auto ec = arm(lane->cq.get())) err = "ibv_req_notify_cq: " + ec.message();
+  std::string err = set_up(*lane, id.get());
   if (err.empty() && !returned) state_.lane_in(cd->nlanes);
   if (err.empty())
     if (auto ec = accept(id.get())) err = "rdma_accept: " + ec.message();
@@ -302,6 +260,56 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
     RPMEM_LOG_ERR("verbs lane %u dropped: cannot start a thread: %s", cd->lane, e.what());
     if (slot.lane) disconnect(slot.lane->id.get());
   }
+}
+
+// The lane's own handles for the queue pair of `id` (not yet accepted): its
+// wake-up, rdma_cm channel, completion channel and queue, the queue pair, a
+// posted receive buffer; the error's text, or empty.
+std::string VerbsTarget::set_up(Lane &lane, rdma_cm_id *id) {
+  std::string err;
+  lane.kick = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (lane.kick < 0) err = std::string("eventfd: ") + strerror(errno);
+  if (err.empty()) {
+    auto channel = create_event_channel();
+    if (!channel)
+      err = channel.error().message;
+    else
+      lane.channel = std::move(channel.value());
+  }
+  if (err.empty()) {
+    if (auto ec = migrate(id, lane.channel.get())) err = "rdma_migrate_id: " + ec.message();
+  }
+  if (err.empty()) {
+    auto comp = create_comp_channel(ctx_);
+    if (!comp)
+      err = comp.error().message;
+    else
+      lane.comp = std::move(comp.value());
+  }
+  if (err.empty()) {
+    auto cq = create_cq(ctx_, 8, lane.comp.get());
+    if (!cq)
+      err = cq.error().message;
+    else
+      lane.cq = std::move(cq.value());
+  }
+  if (err.empty())
+    if (auto ec = create_qp(id, pd_.get(), lane.cq.get(), 2, 1)) err = ec.message();
+  if (err.empty()) {
+    lane.buf = std::make_unique<uint8_t[]>(kRecvSize + kReplySize);
+    auto mr = register_memory(pd_.get(), lane.buf.get(), kRecvSize + kReplySize,
+                              IBV_ACCESS_LOCAL_WRITE, "lane buffers");
+    if (!mr)
+      err = mr.error().message;
+    else
+      lane.mr = std::move(mr.value());
+  }
+  if (err.empty())
+    if (auto ec = post_recv(id->qp, kWrRecv, lane.buf.get(), kRecvSize, lane.mr->lkey))
+      err = "ibv_post_recv: " + ec.message();
+  if (err.empty())
+    if (auto ec = arm(lane.cq.get())) err = "ibv_req_notify_cq: " + ec.message();
+  return err;
 }
 
 void VerbsTarget::retire(unsigned index) {

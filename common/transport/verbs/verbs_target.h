@@ -70,6 +70,7 @@ class VerbsTarget final : public Target {
   // joined before the new one is accepted, so that nothing of the old
   // queue pair lands or is served after the new one's first request.
   void retire(unsigned index);
+  std::string set_up(Lane &lane, rdma_cm_id *id);  // verbs_target.cc says what
   void lane_loop(Lane &lane);
   bool sleep(Lane &lane, bool &armed);  // on the lane's channels; false: it ended
   // Serves one received message; false ends the lane.
