@@ -28,8 +28,10 @@ vm_verbs_build test-rdma "$build"
 #    verbs lanes are VerbsCut.* (tests/rdma): two rxe devices on a veth wire
 #    in the initial namespace (tests/rdma/wire-pair.sh), cut by iptables.
 #  Service.ARestartWithSixtyFourOpenPools*: a crowd (64 pools, a restart
-#    within 2 s), like ServiceWith* below; Restart.* and the other
-#    Service.ARestart* run over verbs.
+#    within 2 s), like ServiceWith* below. Service.ARestartDuringWhich
+#    AnotherProcessTakesThePool*: its subject is the session token on the
+#    control channel. Restart.* and Service.ARestartPastTheBound* run over
+#    verbs.
 #  SealedLanes.ALaneThatComes*, TlsLanes.ALaneThatComes*: raw tcp peers.
 #  TlsPolicy.*: the TLS policy of the service's control channel (protocol
 #    versions, ciphers, names, CRLs), which no data transport touches; the
@@ -44,7 +46,7 @@ vm_verbs_build test-rdma "$build"
 #    ssh and mutated create requests: their subject is the control channel,
 #    the same whatever carries the lanes (ServiceStatus.ShowsWhatEachClient
 #    DidAndTheMetricsCountIt, the lanes' counters, runs).
-exclude='HostileDaemon\.|Stranger\.|NetCut\.|Blip\.|Service\.ARestartWithSixtyFour|ALaneThatComesBack|TlsPolicy\.|ServiceCrowd\.|ServiceAtSoftLimit\.|ServiceFlood\.|ServiceWith'
+exclude='HostileDaemon\.|Stranger\.|NetCut\.|Blip\.|Service\.ARestart(WithSixtyFour|DuringWhichAnother)|ALaneThatComesBack|TlsPolicy\.|ServiceCrowd\.|ServiceAtSoftLimit\.|ServiceFlood\.|ServiceWith'
 exclude+='|Service\.(ReportsReadiness|TellsSystemd|TakesTheListeningSocket|ANotificationSocket)|ServiceStatus\.(BadRequests|CountsRefusals|TellsSystemd)|ServiceMetricsTcp\.|ServiceUnderSystemd\.|ServiceStatusGroup\.|RealSsh\.RemoveRuns|HostileClient\.RandomlyMutated'
 tmp=$(mktemp -d /tmp/rpmem-test-rdma.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
