@@ -114,7 +114,8 @@ std::optional<Error> VerbsLane::dial(uint16_t epoch, int timeout_ms) noexcept tr
   auto id = create_id(c.channel.get());
   if (!id) return id.error();
   c.id = std::move(id.value());
-  if (auto ec = resolve(c.id.get(), reinterpret_cast<sockaddr *>(&dst), timeout_ms))
+  const bool again = epoch > 0;  // a try to come back: the caller logs the outcome
+  if (auto ec = resolve(c.id.get(), reinterpret_cast<sockaddr *>(&dst), timeout_ms, again))
     return Error{ec.value() == EHOSTUNREACH ? ec : errc(ECONNRESET),
                  "cannot reach " + sh.host + " over RDMA for " + name + ": " + ec.message()};
   ibv_context *ctx = c.id->verbs;
@@ -153,7 +154,8 @@ std::optional<Error> VerbsLane::dial(uint16_t epoch, int timeout_ms) noexcept tr
   uint8_t pdata[kConnectDataSize];
   encode(cd, pdata);
   std::error_code ec = connect(c.id.get(), pdata, sizeof(pdata), sh.comeback ? kRetryCount : 7);
-  if (!ec) ec = expect_event(c.channel.get(), RDMA_CM_EVENT_ESTABLISHED, timeout_ms, "connect");
+  if (!ec)
+    ec = expect_event(c.channel.get(), RDMA_CM_EVENT_ESTABLISHED, timeout_ms, "connect", again);
   if (ec) return Error{errc(ECONNRESET), name + " refused by the target: " + ec.message()};
   install(c);
   epoch_ = epoch;

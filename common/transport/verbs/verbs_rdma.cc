@@ -227,15 +227,24 @@ std::error_code next_event(rdma_event_channel *channel, int timeout_ms, CmEvent 
 }
 
 std::error_code expect_event(rdma_event_channel *channel, rdma_cm_event_type expected,
-                             int timeout_ms, const char *step) {
+                             int timeout_ms, const char *step, bool quiet) {
   CmEvent ev;
   if (auto ec = next_event(channel, timeout_ms, ev)) {
-    RPMEM_LOG_ERR("%s: no rdma_cm event within %d ms (%s)", step, timeout_ms, ec.message().c_str());
+    if (quiet)
+      RPMEM_LOG_DEBUG("%s: no rdma_cm event within %d ms (%s)", step, timeout_ms,
+                      ec.message().c_str());
+    else
+      RPMEM_LOG_ERR("%s: no rdma_cm event within %d ms (%s)", step, timeout_ms,
+                    ec.message().c_str());
     return ec.value() == ETIMEDOUT ? errc(ETIMEDOUT) : errc(ECONNRESET);
   }
   if (ev.type == expected && ev.status == 0) return {};
-  RPMEM_LOG_ERR("%s: rdma_cm event %s (status %d), expected %s", step, rdma_event_str(ev.type),
-                ev.status, rdma_event_str(expected));
+  if (quiet)
+    RPMEM_LOG_DEBUG("%s: rdma_cm event %s (status %d), expected %s", step, rdma_event_str(ev.type),
+                    ev.status, rdma_event_str(expected));
+  else
+    RPMEM_LOG_ERR("%s: rdma_cm event %s (status %d), expected %s", step, rdma_event_str(ev.type),
+                  ev.status, rdma_event_str(expected));
   if (ev.type == RDMA_CM_EVENT_REJECTED) return errc(ECONNREFUSED);
   if (ev.type == RDMA_CM_EVENT_ADDR_ERROR || ev.type == RDMA_CM_EVENT_ROUTE_ERROR ||
       ev.type == RDMA_CM_EVENT_UNREACHABLE)
@@ -243,16 +252,16 @@ std::error_code expect_event(rdma_event_channel *channel, rdma_cm_event_type exp
   return errc(ECONNRESET);
 }
 
-std::error_code resolve(rdma_cm_id *id, const sockaddr *dst, int timeout_ms) {
+std::error_code resolve(rdma_cm_id *id, const sockaddr *dst, int timeout_ms, bool quiet) {
   if (rdma_resolve_addr(id, nullptr, const_cast<sockaddr *>(dst), timeout_ms) != 0)
     return logged(err_of_rdma(-1), "rdma_resolve_addr", "");
   if (auto ec = expect_event(id->channel, RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms + 1000,
-                             "address resolution"))
+                             "address resolution", quiet))
     return ec;
   if (rdma_resolve_route(id, timeout_ms) != 0)
     return logged(err_of_rdma(-1), "rdma_resolve_route", "");
   return expect_event(id->channel, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms + 1000,
-                      "route resolution");
+                      "route resolution", quiet);
 }
 
 std::error_code bind_listen(rdma_cm_id *id, const sockaddr *src, int backlog) {

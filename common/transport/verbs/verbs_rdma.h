@@ -86,10 +86,13 @@ struct CmEvent {
 std::error_code next_event(rdma_event_channel *channel, int timeout_ms, CmEvent &out);
 // Waits for `expected` (within timeout_ms), failing on any other event:
 // ECONNREFUSED for REJECTED, ECONNRESET otherwise.
+// `quiet`: a failure is logged as debug, not as an error (a lane's try to
+// connect again during an outage: its caller logs the outcome).
 std::error_code expect_event(rdma_event_channel *channel, rdma_cm_event_type expected,
-                             int timeout_ms, const char *step);
+                             int timeout_ms, const char *step, bool quiet = false);
 
-std::error_code resolve(rdma_cm_id *id, const sockaddr *dst, int timeout_ms);  // addr + route
+std::error_code resolve(rdma_cm_id *id, const sockaddr *dst, int timeout_ms,
+                        bool quiet = false);  // addr + route
 std::error_code bind_listen(rdma_cm_id *id, const sockaddr *src, int backlog);
 // retry_count: the queue pairs' transport retries (7, the most; soft-RoCE
 // takes 7 as "retry forever").
