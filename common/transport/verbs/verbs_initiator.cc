@@ -145,8 +145,7 @@ std::optional<Error> VerbsLane::dial(uint16_t epoch, int timeout_ms) noexcept tr
     if (!bmr) return bmr.error();
     buf_mr_ = std::move(bmr.value());
   }
-  if (auto ec = post_recv(c.id->qp, kWrRecv, recv_buf(), kReplySize, buf_mr_->lkey))
-    return Error{ec, "ibv_post_recv failed for " + name};
+  if (auto ec = post_reply_buffer(c.id->qp)) return Error{ec, "ibv_post_recv failed for " + name};
 
   if (sh.comeback) [[maybe_unused]]
     auto ignored = set_ack_timeout(c.id.get(), kAckTimeout);  // logged; the default then
@@ -211,7 +210,7 @@ std::error_code VerbsLane::come_back() noexcept {
     }
     if (dead_.load(std::memory_order_relaxed)) {  // shut down while it dialed
       std::lock_guard lock(id_mu_);
-      disconnect(id_.get());
+      disconnect(conn_.id.get());
       return errc(ECONNRESET);
     }
     RPMEM_LOG_NOTICE("verbs lane %u: connected again (epoch %u) after %lld ms", index_,

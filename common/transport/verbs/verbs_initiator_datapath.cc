@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <utility>
 
 namespace rpmem::transport::verbs {
 
@@ -74,13 +75,10 @@ VerbsLane::VerbsLane(std::shared_ptr<Shared> shared, const ProviderInfo &remote,
 }
 
 VerbsLane::~VerbsLane() {
-  // Queue pair and id before the buffers and CQ they use; the shared
-  // protection domain last.
-  id_.reset();
+  // The connection (its queue pair first) before the buffers it uses; the
+  // shared protection domain last.
+  { Connection gone = std::exchange(conn_, {}); }
   buf_mr_.reset();
-  cq_.reset();
-  comp_.reset();
-  channel_.reset();
   shared_.reset();
 }
 
@@ -88,14 +86,7 @@ void VerbsLane::install(Connection &c) noexcept {
   Connection old;
   {
     std::lock_guard lock(id_mu_);
-    old.id = std::move(id_);
-    old.cq = std::move(cq_);
-    old.comp = std::move(comp_);
-    old.channel = std::move(channel_);
-    channel_ = std::move(c.channel);
-    comp_ = std::move(c.comp);
-    cq_ = std::move(c.cq);
-    id_ = std::move(c.id);
+    old = std::exchange(conn_, std::move(c));
   }
   unsignaled_ = 0;
   reply_len_ = 0;
@@ -187,7 +178,7 @@ std::error_code VerbsLane::read_once(void *dst, uint64_t offset, uint64_t length
       if (auto ec = round_trip({MsgOp::kRead, 0, offset, chunk}, 0)) return ec;
       from = window_raddr_;
     }
-    if (auto ec = post_read(id_->qp, kWrRead, bounce_buf(), chunk, buf_mr_->lkey, from, rkey_))
+    if (auto ec = post_read(conn_.id->qp, kWrRead, bounce_buf(), chunk, buf_mr_->lkey, from, rkey_))
       return fail("ibv_post_send(RDMA READ)", ec);
     if (auto ec = wait_for(kWrRead)) return ec;
     std::memcpy(out, bounce_buf(), chunk);
@@ -201,7 +192,7 @@ std::error_code VerbsLane::read_once(void *dst, uint64_t offset, uint64_t length
 void VerbsLane::shutdown() noexcept {
   if (dead_.exchange(true)) return;
   std::lock_guard lock(id_mu_);
-  if (id_) disconnect(id_.get());
+  if (conn_.id) disconnect(conn_.id.get());
 }
 
 template <class Attempt>
@@ -227,13 +218,12 @@ std::error_code VerbsLane::round_trip(const MsgHeader &request, uint64_t payload
   // durable (a deep persist is always persistent).
   if (visible_ && (h.op == MsgOp::kPersist || h.op == MsgOp::kDrain)) h.flags |= kMsgVisible;
   encode(h, send_buf());
-  if (auto ec = post_send(id_->qp, kWrSend, send_buf(),
+  if (auto ec = post_send(conn_.id->qp, kWrSend, send_buf(),
                           static_cast<uint32_t>(kMsgHeaderSize + payload), buf_mr_->lkey))
     return fail("ibv_post_send(SEND)", ec);
   if (auto ec = wait_for(kWrSend | kWrRecv)) return ec;
   auto status = decode_reply({recv_buf(), reply_len_});
-  if (auto ec = post_recv(id_->qp, kWrRecv, recv_buf(), kReplySize, buf_mr_->lkey))
-    return fail("ibv_post_recv", ec);
+  if (auto ec = post_reply_buffer(conn_.id->qp)) return fail("ibv_post_recv", ec);
   if (!status) {
     why_ = "malformed reply from the target";
     RPMEM_LOG_ERR("verbs lane %u: %s", index_, why_.c_str());
@@ -244,7 +234,7 @@ std::error_code VerbsLane::round_trip(const MsgHeader &request, uint64_t payload
 }
 
 std::error_code VerbsLane::read_probe() noexcept {
-  if (auto ec = post_read(id_->qp, kWrRead, probe_buf(), 8, buf_mr_->lkey, raddr_, rkey_))
+  if (auto ec = post_read(conn_.id->qp, kWrRead, probe_buf(), 8, buf_mr_->lkey, raddr_, rkey_))
     return fail("ibv_post_send(RDMA READ)", ec);
   return wait_for(kWrRead);
 }
@@ -262,7 +252,7 @@ std::error_code VerbsLane::post_writes(uint64_t offset, uint64_t length, uint64_
   while (length > 0) {
     const auto chunk = static_cast<uint32_t>(std::min(length, kMaxWrite));
     const bool signaled = ++unsignaled_ >= wq_size_ - 1;
-    if (auto ec = post_write(id_->qp, kWrWrite, base_ + offset, chunk, shared_->pool_mr->lkey,
+    if (auto ec = post_write(conn_.id->qp, kWrWrite, base_ + offset, chunk, shared_->pool_mr->lkey,
                              remote, rkey_, signaled))
       return fail("ibv_post_send(RDMA WRITE)", ec);
     if (signaled)
@@ -326,7 +316,7 @@ std::error_code VerbsLane::wait_for(uint64_t need) noexcept {
   bool spinning = spin.count() > 0;
   for (unsigned spins = 0;; ++spins) {
     Completion wc[4];
-    const int n = poll(cq_.get(), wc, 4);
+    const int n = poll(conn_.cq.get(), wc, 4);
     if (n < 0) return fail("ibv_poll_cq", errc(EIO));
     for (int i = 0; i < n; ++i) {
       if (!wc[i].ok) return fail(nullptr, {}, std::string("work request failed: ") + wc[i].status);
@@ -348,23 +338,23 @@ std::error_code VerbsLane::wait_for(uint64_t need) noexcept {
     }
     if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
     if (!armed) {  // arm, then poll once more before sleeping
-      if (auto ec = arm(cq_.get())) return fail("ibv_req_notify_cq", ec);
+      if (auto ec = arm(conn_.cq.get())) return fail("ibv_req_notify_cq", ec);
       armed = true;
       continue;
     }
     const auto left =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left < 0) return give_up(no_answer_text(std::chrono::milliseconds(timeout_ms_)));
-    pollfd p[2] = {{fd_of(comp_.get()), POLLIN, 0}, {fd_of(channel_.get()), POLLIN, 0}};
+    pollfd p[2] = {{fd_of(conn_.comp.get()), POLLIN, 0}, {fd_of(conn_.channel.get()), POLLIN, 0}};
     if (::poll(p, 2, static_cast<int>(std::min<long long>(left, 100)) + 1) < 0 && errno != EINTR)
       return fail("poll", last_errc());
     if (p[1].revents) {
       CmEvent ev;
-      if (!next_event(channel_.get(), 0, ev))
+      if (!next_event(conn_.channel.get(), 0, ev))
         return fail(nullptr, {}, std::string("connection event ") + rdma_event_str(ev.type));
     }
     if (p[0].revents) {
-      consume_events(comp_.get());
+      consume_events(conn_.comp.get());
       armed = false;
     }
   }

@@ -101,6 +101,10 @@ class VerbsLane final : public InitiatorLane {
   uint8_t *recv_buf() const { return buf_.get() + kMsgHeaderSize + max_inline_; }
   uint8_t *probe_buf() const { return recv_buf() + kReplySize; }
   uint8_t *bounce_buf() const { return probe_buf() + 8; }
+  // The receive for the next reply, on `qp` (the lane's, or a new one's).
+  std::error_code post_reply_buffer(ibv_qp *qp) noexcept {
+    return post_recv(qp, kWrRecv, recv_buf(), kReplySize, buf_mr_->lkey);
+  }
 
   std::error_code write(DataOp op, uint64_t offset, uint64_t length,
                         unsigned flags) noexcept override;
@@ -122,14 +126,15 @@ class VerbsLane final : public InitiatorLane {
  private:
   using Clock = std::chrono::steady_clock;
   // One connection's handles; members go in reverse: the queue pair (in
-  // id) before the queue and channels it uses.
+  // id) before the queue and channels it uses. Assigned only into an empty
+  // one (member by member, the channel would go first).
   struct Connection {
     EventChannelPtr channel;
     CompChannelPtr comp;  // sleeps when spinning did not find the completion
     CqPtr cq;
     CmIdPtr id;
   };
-  // `c` becomes the lane's connection; the old one is destroyed.
+  // `c` becomes the lane's connection (conn_); the old one is destroyed.
   void install(Connection &c) noexcept;
   // Why the provider data of a restarted service's session cannot take
   // the place of the one in use (another landing path or window, fewer
@@ -175,12 +180,9 @@ class VerbsLane final : public InitiatorLane {
   std::error_code give_up(std::string why) noexcept;
 
   std::shared_ptr<Shared> shared_;
-  // The connection (the owning thread replaces it; shutdown() reads id_
+  // The connection (the owning thread replaces it; shutdown() reads its id
   // under id_mu_).
-  EventChannelPtr channel_;
-  CompChannelPtr comp_;
-  CqPtr cq_;
-  CmIdPtr id_;
+  Connection conn_;
   std::mutex id_mu_;
   std::unique_ptr<uint8_t[]> buf_;  // send | recv | probe | bounce
   MrPtr buf_mr_;

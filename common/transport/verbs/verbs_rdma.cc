@@ -228,23 +228,18 @@ std::error_code next_event(rdma_event_channel *channel, int timeout_ms, CmEvent 
 
 std::error_code expect_event(rdma_event_channel *channel, rdma_cm_event_type expected,
                              int timeout_ms, const char *step, bool quiet) {
+  const log::Level level = quiet ? log::Level::kDebug : log::Level::kErr;
   CmEvent ev;
   if (auto ec = next_event(channel, timeout_ms, ev)) {
-    if (quiet)
-      RPMEM_LOG_DEBUG("%s: no rdma_cm event within %d ms (%s)", step, timeout_ms,
-                      ec.message().c_str());
-    else
-      RPMEM_LOG_ERR("%s: no rdma_cm event within %d ms (%s)", step, timeout_ms,
-                    ec.message().c_str());
+    if (log::enabled(level))
+      log::write(level, "%s: no rdma_cm event within %d ms (%s)", step, timeout_ms,
+                 ec.message().c_str());
     return ec.value() == ETIMEDOUT ? errc(ETIMEDOUT) : errc(ECONNRESET);
   }
   if (ev.type == expected && ev.status == 0) return {};
-  if (quiet)
-    RPMEM_LOG_DEBUG("%s: rdma_cm event %s (status %d), expected %s", step, rdma_event_str(ev.type),
-                    ev.status, rdma_event_str(expected));
-  else
-    RPMEM_LOG_ERR("%s: rdma_cm event %s (status %d), expected %s", step, rdma_event_str(ev.type),
-                  ev.status, rdma_event_str(expected));
+  if (log::enabled(level))
+    log::write(level, "%s: rdma_cm event %s (status %d), expected %s", step,
+               rdma_event_str(ev.type), ev.status, rdma_event_str(expected));
   if (ev.type == RDMA_CM_EVENT_REJECTED) return errc(ECONNREFUSED);
   if (ev.type == RDMA_CM_EVENT_ADDR_ERROR || ev.type == RDMA_CM_EVENT_ROUTE_ERROR ||
       ev.type == RDMA_CM_EVENT_UNREACHABLE)
