@@ -68,7 +68,14 @@ inline constexpr uint16_t kMajor = 1;
 // minor 6): its queue pair failed, and the target serves the lane on the
 // new one from then on. A client sends such epochs only to a daemon whose
 // hello says minor >= 8 (an older one refuses them as malformed).
-inline constexpr uint16_t kMinor = 8;
+// Minor 9: lane claims prove the secret and never show it. A client of
+// minor >= 9 fills a claim's proof with a fresh nonce and a MAC keyed by
+// the secret (transport/lane_proof.h), towards a daemon whose hello says
+// minor >= 9; the daemon expects it from a client whose pool request says
+// minor >= 9, and takes the secret itself from an older client, at epoch
+// 0 only where it crossed the wire in clear. Sealed lanes of such a session
+// key each connection with nonces of both ends (tcp/sealed_stream.h).
+inline constexpr uint16_t kMinor = 9;
 inline constexpr uint16_t kMinorKeepalive = 1;
 inline constexpr uint16_t kMinorStaged = 2;
 inline constexpr uint16_t kMinorLaneTls = 3;
@@ -77,6 +84,7 @@ inline constexpr uint16_t kMinorSealed = 5;
 inline constexpr uint16_t kMinorResume = 6;
 inline constexpr uint16_t kMinorLevels = 7;
 inline constexpr uint16_t kMinorVerbsResume = 8;
+inline constexpr uint16_t kMinorProofs = 9;
 
 inline constexpr size_t kFrameHeaderSize = 8;
 inline constexpr uint32_t kMaxControlPayload = 64 * 1024;
@@ -325,11 +333,12 @@ inline std::optional<RequestHeader> decode_request_header(const uint8_t *in) noe
 }
 
 // What a lane's first message proves, after its magic (and on tcp lanes its
-// version): the session secret, u32 lane, u32 lane count of the session. On
-// tcp lanes the u32 lane is u16 lane, u16 epoch (LaneHello).
+// version): 32 bytes of proof of the session secret (transport/lane_proof.h:
+// from minor 9 a nonce and a MAC, before it the secret itself), u32 lane,
+// u32 lane count of the session. The u32 lane is u16 lane, u16 epoch.
 inline constexpr size_t kLaneClaimSize = kSecretSize + 8;
 struct LaneClaim {
-  Secret secret{};
+  Secret proof{};
   uint32_t lane = 0;
   uint32_t nlanes = 0;
 };
@@ -347,7 +356,7 @@ inline constexpr uint32_t kMaxLaneNumber = 0xffff;
 struct LaneHello {  // client -> target, first bytes of a data connection
   uint16_t major = kMajor;
   uint16_t minor = kMinor;
-  Secret secret{};
+  Secret proof{};       // of the session secret (LaneClaim)
   uint32_t lane = 0;    // u16 on the wire, the low half of a u32
   uint16_t epoch = 0;   // the high half: 0 first, then one more each time it comes back
   uint32_t nlanes = 0;  // the final lane count of this session

@@ -25,14 +25,14 @@ static_assert(ops_round_trip());
 }  // namespace
 
 void encode(const LaneClaim &c, uint8_t *out) {
-  std::memcpy(out, c.secret.data(), kSecretSize);
+  std::memcpy(out, c.proof.data(), kSecretSize);
   store_le(out + kSecretSize, c.lane, 4);
   store_le(out + kSecretSize + 4, c.nlanes, 4);
 }
 
 LaneClaim decode_lane_claim(const uint8_t *in) {
   LaneClaim c;
-  std::memcpy(c.secret.data(), in, kSecretSize);
+  std::memcpy(c.proof.data(), in, kSecretSize);
   c.lane = static_cast<uint32_t>(load_le(in + kSecretSize, 4));
   c.nlanes = static_cast<uint32_t>(load_le(in + kSecretSize + 4, 4));
   return c;
@@ -42,7 +42,7 @@ void encode(const LaneHello &m, uint8_t (&out)[kLaneHelloSize]) {
   store_le(out, kLaneMagic, 4);
   store_le(out + 4, m.major, 2);
   store_le(out + 6, m.minor, 2);
-  encode(LaneClaim{m.secret, (m.lane & kMaxLaneNumber) | uint32_t{m.epoch} << 16, m.nlanes},
+  encode(LaneClaim{m.proof, (m.lane & kMaxLaneNumber) | uint32_t{m.epoch} << 16, m.nlanes},
          out + 8);
 }
 
@@ -52,7 +52,7 @@ std::optional<LaneHello> decode_lane_hello(std::span<const uint8_t> b) {
   m.major = static_cast<uint16_t>(load_le(b.data() + 4, 2));
   m.minor = static_cast<uint16_t>(load_le(b.data() + 6, 2));
   const LaneClaim c = decode_lane_claim(b.data() + 8);
-  m.secret = c.secret;
+  m.proof = c.proof;
   m.lane = c.lane & kMaxLaneNumber;
   m.epoch = static_cast<uint16_t>(c.lane >> 16);
   m.nlanes = c.nlanes;

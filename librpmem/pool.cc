@@ -190,6 +190,7 @@ transport::InitiatorParams lane_params(const TargetAddress &target, const proto:
   params.comeback =
       hello.minor >= (resp.transport == proto::TransportKind::kVerbs ? proto::kMinorVerbsResume
                                                                      : proto::kMinorResume);
+  params.proofs = hello.minor >= proto::kMinorProofs;
   if (params.comeback && target.service)
     params.route = std::make_shared<transport::LaneRoute>(
         transport::LaneRoute::Where{resp.port, resp.secret, {}, resp.provider_data});
@@ -203,6 +204,7 @@ Result<Lanes> connect_secured_lanes(LaneSecurity security, const TargetAddress &
   switch (security) {
     case LaneSecurity::kSealed: {
       params.seal.on = true;
+      params.seal.nonces = params.proofs;  // both of protocol minor 9
       bool keyed = false;
       if (target.service) {  // bound to the control channel's TLS session
         keyed = resp.lane_psk.empty() &&

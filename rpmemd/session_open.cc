@@ -122,6 +122,7 @@ Status Session::key_lanes(const LaneSecurity &security, rpmem::transport::Target
                           proto::PoolResponse &resp) const {
   if (security.sealed) {
     tp.seal.on = true;
+    tp.seal.nonces = tp.client_minor >= proto::kMinorProofs;  // nonces of both ends
     bool keyed = false;
     if (params_.export_keying_material) {  // bound to the control channel's TLS session
       keyed = params_.export_keying_material(tp.seal.master.data(), tp.seal.master.size(),

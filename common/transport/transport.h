@@ -93,6 +93,10 @@ inline constexpr uint64_t kSealRotateBytes = uint64_t{64} << 30;
 struct LaneSeal {
   bool on = false;
   SealMaster master{};
+  // Each connection's keys take a nonce from each end (protocol minor 9 on
+  // both sides; tcp/sealed_stream.h); without, the keys of a lane and epoch
+  // are the same on every connection.
+  bool nonces = false;
   // A key moves to the next one after this many frames or bytes (tests
   // make it sooner); both ends must agree.
   uint64_t rotate_frames = kSealRotateFrames;
@@ -142,6 +146,9 @@ struct InitiatorParams {
   // The target takes lanes that come back (protocol minor 6 for tcp, 8 for
   // verbs): a broken or stalled lane connects again instead of failing.
   bool comeback = false;
+  // The target takes claims that prove the secret with a MAC (protocol
+  // minor 9, lane_proof.h); else a lane's claim shows the secret.
+  bool proofs = false;
   proto::Bytes provider_data;
   unsigned work_queue_size = 50;  // RPMEM_WORK_QUEUE_SIZE: writes posted before one must complete
   LaneTls tls;                    // tcp: lanes inside TLS

@@ -83,7 +83,7 @@ void control() {
 
 void data() {
   LaneHello h;
-  h.secret.fill(0xa5);
+  h.proof.fill(0xa5);
   h.lane = 2;
   h.nlanes = 4;
   uint8_t hb[kLaneHelloSize];

@@ -24,22 +24,6 @@ constexpr uint16_t kOldMinor = 5;  // the protocol of the previous release
 static_assert(kOldMinor == proto::kMinorSealed);
 constexpr uint32_t kLanes = 2;
 
-// A cleartext lane: the socket itself.
-class PlainPeer {
- public:
-  explicit PlainPeer(uint16_t port) : fd_(connect_port(port)) {}
-  ~PlainPeer() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  PlainPeer(const PlainPeer &) = delete;
-  PlainPeer &operator=(const PlainPeer &) = delete;
-  bool send(const void *p, size_t n) { return fd_ >= 0 && write_all_fd(fd_, p, n); }
-  bool recv(void *p, size_t n) { return fd_ >= 0 && read_exact_fd(fd_, p, n, 5000); }
-
- private:
-  int fd_;
-};
-
 proto::Bytes pattern(size_t n, uint8_t seed) {
   proto::Bytes b(n);
   for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(seed + i * 13);
@@ -50,7 +34,7 @@ proto::Bytes pattern(size_t n, uint8_t seed) {
 // at byte 6, says minor 5); the target's status.
 template <class Peer>
 std::optional<uint32_t> old_hello(Peer &peer, const proto::Secret &secret, uint32_t lane) {
-  proto::Bytes h = lane_hello_bytes(secret, lane, kLanes);
+  proto::Bytes h = lane_hello_bytes(secret, lane, kLanes, 0, false);
   rpmem::wire::store_le(h.data() + 6, kOldMinor, 2);
   uint8_t r[proto::kLaneHelloReplySize];
   if (!peer.send(h.data(), h.size()) || !peer.recv(r, sizeof(r))) return std::nullopt;
@@ -183,7 +167,7 @@ TEST_F(OldClient, OfProtocol15WritesAndReadsThroughSealedLanes) {
   ASSERT_EQ(r->status, proto::Status::kSuccess);
   ASSERT_EQ(r->lane_flags, proto::kLaneTls | proto::kLaneSealed);
   lanes_write_and_read(d, *r, [&](uint32_t lane) {
-    return std::make_unique<SealedPeer>(r->port, r->lane_psk, lane);  // epoch 0: 1.5's keys
+    return std::make_unique<SealedPeer>(r->port, r->lane_psk, lane, 0, false);  // 1.5's keys
   });
 }
 

@@ -6,6 +6,7 @@
 #define RPMEM_TESTS_INTEGRATION_RAW_PEER_H
 
 #include "common/proto.h"
+#include "common/transport/lane_proof.h"
 #include "tests/integration/harness.h"
 
 #include <arpa/inet.h>
@@ -196,10 +197,12 @@ inline proto::PoolRequest pool_request(const std::string &name, uint64_t size, u
 // The first bytes of a data connection: lane `lane` of `nlanes`, proving
 // `secret`, at `epoch` (above 0: the lane comes back).
 inline proto::Bytes lane_hello_bytes(const proto::Secret &secret, uint32_t lane, uint32_t nlanes,
-                                     uint16_t epoch = 0) {
+                                     uint16_t epoch = 0, bool mac = true) {
   uint8_t b[proto::kLaneHelloSize];
-  proto::encode(proto::LaneHello{.secret = secret, .lane = lane, .epoch = epoch, .nlanes = nlanes},
-                b);
+  proto::LaneHello h{.lane = lane, .epoch = epoch, .nlanes = nlanes};
+  if (rpmem::transport::prove(secret, {lane, epoch, nlanes}, mac, h.proof))
+    throw std::runtime_error("no lane proof");
+  proto::encode(h, b);
   return proto::Bytes(b, b + sizeof(b));
 }
 
@@ -216,6 +219,23 @@ inline int connect_port(uint16_t port) {
   }
   return fd;
 }
+
+// A cleartext lane: the socket itself, connected to 127.0.0.1:port.
+class PlainPeer {
+ public:
+  explicit PlainPeer(uint16_t port) : fd_(connect_port(port)) {}
+  ~PlainPeer() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  PlainPeer(const PlainPeer &) = delete;
+  PlainPeer &operator=(const PlainPeer &) = delete;
+  int fd() const { return fd_; }
+  bool send(const void *p, size_t n) { return fd_ >= 0 && write_all_fd(fd_, p, n); }
+  bool recv(void *p, size_t n) { return fd_ >= 0 && read_exact_fd(fd_, p, n, 5000); }
+
+ private:
+  int fd_;
+};
 
 // The data port rpmemd logged ("    port: N") last; 0 if none.
 inline uint16_t data_port_from_log(const std::string &log) {

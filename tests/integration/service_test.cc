@@ -330,7 +330,7 @@ TEST_F(Service, TlsLanesMustPresentTheSessionsClientCertificate) {
   int clear = connect_port(r->port);
   ASSERT_GE(clear, 0);
   proto::LaneHello lh;
-  lh.secret = r->secret;
+  lh.proof = r->secret;
   lh.nlanes = 2;
   uint8_t hb[proto::kLaneHelloSize];
   proto::encode(lh, hb);

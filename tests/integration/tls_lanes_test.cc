@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -224,7 +225,7 @@ TEST_F(TlsLanes, CleartextLanesWrongKeysAndWrongSecretsAreRefused) {
   int clear = connect_port(r->port);
   ASSERT_GE(clear, 0);
   proto::LaneHello hello;
-  hello.secret = r->secret;
+  hello.proof = r->secret;
   hello.lane = 0;
   hello.nlanes = 2;
   uint8_t hb[proto::kLaneHelloSize];
@@ -498,6 +499,85 @@ TEST_F(SealedLanes, ALaneThatComesBackIsServedAndNoRecordingOfItIsAdmitted) {
   EXPECT_NE(log.find(" (sealed), epoch 3"), std::string::npos) << log;
   EXPECT_TRUE(target_.log_shows("lane connection of a past epoch (replayed or late)")) << log;
   EXPECT_TRUE(target_.log_shows("lane already connected")) << log;
+}
+
+// A recorded sealed connection played again, twice, while its lane is
+// served: each answer of the target is checked under the key it was
+// sealed with (the test derives the keys as both ends do, from the master
+// and the nonces on the wire) and its frame number. No two frames share a
+// key and nonce, and each replay's answer opens as a refusal: nothing
+// links it to the first connection's "yes" (had they shared a key and
+// nonce, their ciphertexts would differ by exactly 0 ^ EACCES).
+TEST_F(SealedLanes, AReplayedHelloIsAnsweredUnderAKeyAndNonceNoOtherFrameHad) {
+  RawDaemon d(target_);
+  auto r = create(d, proto::kMinor, proto::kLaneTls | proto::kLaneSealed);
+  ASSERT_TRUE(r && r->status == proto::Status::kSuccess);
+  SealedPeer lane(r->port, r->lane_psk, 0);
+  ASSERT_NO_FATAL_FAILURE(admitted_and_persists(lane, r->secret, 0));  // frames 0 and 1
+  const proto::Bytes recorded = lane.recorded_hello();
+  ASSERT_EQ(recorded.size(), tcp::kSealedLanePrefix + tcp::kSealNonceSize + tcp::kSealedHeader +
+                                 proto::kLaneHelloSize + tcp::kSealedTag);
+  const tcp::SealNonce nc = lane.client_nonce();
+  auto key_of = [&](const tcp::SealNonce &nt) {
+    tcp::SealKey k{};
+    EXPECT_TRUE(
+        tcp::derive_lane_key(lane.keys().master, 0, tcp::SealDirection::kToClient, k, 0, &nc, &nt));
+    return k;
+  };
+  std::set<std::pair<tcp::SealKey, uint64_t>> seen = {{key_of(lane.target_nonce()), 0},
+                                                      {key_of(lane.target_nonce()), 1}};
+  for (int replay = 0; replay < 2; ++replay) {
+    const int fd = connect_port(r->port);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(write_all_fd(fd, recorded));
+    proto::Bytes answer(tcp::kSealNonceSize + tcp::kSealedHeader + proto::kLaneHelloReplySize +
+                        tcp::kSealedTag);
+    ASSERT_TRUE(read_exact_fd(fd, answer.data(), answer.size())) << "replay " << replay;
+    EXPECT_TRUE(peer_closes(fd));
+    ::close(fd);
+    tcp::SealNonce nt;
+    std::copy_n(answer.begin(), nt.size(), nt.begin());
+    const tcp::SealKey k = key_of(nt);
+    EXPECT_TRUE(seen.insert({k, 0}).second)
+        << "replay " << replay << ": its answer under a key and nonce another frame had";
+    tcp::FrameCipher open(k, false);
+    proto::Bytes frame(answer.begin() + tcp::kSealNonceSize, answer.end());
+    ASSERT_TRUE(open.open(frame.data(), frame.size())) << "replay " << replay;
+    uint8_t reply[proto::kLaneHelloReplySize];
+    std::copy_n(frame.begin() + tcp::kSealedHeader, sizeof(reply), reply);
+    EXPECT_EQ(proto::decode_lane_hello_reply(reply), static_cast<uint32_t>(EACCES));
+  }
+  // The lane itself goes on.
+  const proto::Bytes bytes = pattern(2000, 21);
+  EXPECT_EQ(lane.persist(40000, bytes), 0);
+  EXPECT_TRUE(part_has(part(), 40000, bytes));
+  EXPECT_TRUE(target_.log_shows("lane already connected")) << target_.log_text();
+}
+
+// A client of protocol 1.8 keys its sealed lanes without nonces: a replay
+// of its connection reproduces the keys that sealed the target's first
+// answer, so the target closes it without a word rather than seal a
+// refusal under them.
+TEST_F(SealedLanes, AReplayedHelloOfAnOldClientIsClosedUnanswered) {
+  RawDaemon d(target_);
+  auto r = create(d, proto::kMinorVerbsResume, proto::kLaneTls | proto::kLaneSealed);
+  ASSERT_TRUE(r && r->status == proto::Status::kSuccess);
+  SealedPeer lane(r->port, r->lane_psk, 1, 0, false);
+  const proto::Bytes h = lane_hello_bytes(r->secret, 1, 2, 0, false);
+  uint8_t ok[proto::kLaneHelloReplySize];
+  ASSERT_TRUE(lane.send(h.data(), h.size()) && lane.recv(ok, sizeof(ok)));
+  ASSERT_EQ(proto::decode_lane_hello_reply(ok), 0u);
+  const proto::Bytes recorded = lane.recorded_hello();
+  const int fd = connect_port(r->port);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(write_all_fd(fd, recorded));
+  uint8_t any = 0;
+  EXPECT_FALSE(read_exact_fd(fd, &any, 1, 3000)) << "the target answered a replay";
+  ::close(fd);
+  EXPECT_TRUE(target_.log_shows("lane already connected")) << target_.log_text();
+  const proto::Bytes bytes = pattern(1000, 3);
+  EXPECT_EQ(lane.persist(50000, bytes), 0);
+  EXPECT_TRUE(part_has(part(), 50000, bytes));
 }
 
 // The same over TLS lanes: a fresh handshake each time, and the epoch in

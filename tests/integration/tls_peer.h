@@ -147,12 +147,15 @@ class TlsPeer {
 };
 
 // A sealed data lane of the test's own: lane `lane` of an ssh-mode session
-// keyed by `master` (its lane_psk), at `epoch`.
+// keyed by `master` (its lane_psk), at `epoch`; with `nonces` (a session of
+// protocol minor 9) each connection's keys take a nonce of each end.
 class SealedPeer {
  public:
-  SealedPeer(uint16_t port, const proto::Bytes &master, uint32_t lane, uint16_t epoch = 0)
+  SealedPeer(uint16_t port, const proto::Bytes &master, uint32_t lane, uint16_t epoch = 0,
+             bool nonces = true)
       : lane_(lane), epoch_(epoch) {
     keys_.on = true;
+    keys_.nonces = nonces;
     std::copy_n(master.begin(), std::min(master.size(), keys_.master.size()), keys_.master.begin());
     fd_ = connect_port(port);
     if (fd_ < 0) return;
@@ -163,6 +166,9 @@ class SealedPeer {
   SealedPeer &operator=(const SealedPeer &) = delete;
 
   int fd() const { return fd_; }
+  const tcp::SealKeys &keys() const { return keys_; }
+  const tcp::SealNonce &client_nonce() const { return stream_->client_nonce(); }
+  const tcp::SealNonce &target_nonce() const { return stream_->target_nonce(); }
   bool send(const void *p, size_t n) {
     const auto *b = static_cast<const uint8_t *>(p);
     sent_.emplace_back(b, b + n);
@@ -179,34 +185,51 @@ class SealedPeer {
     return lane_persist(*this, offset, bytes);
   }
   // The frames that `bytes` would make as this lane's next message, not
-  // sent (the messages before it are sealed again, on a socketpair, to
-  // reach the same nonce): the test sends them, cut short or altered.
-  proto::Bytes seal(const proto::Bytes &bytes) {
+  // sent (the messages before it are sealed again, on a socketpair, by a
+  // stream of the same nonces, to reach the same keys and frame numbers):
+  // the test sends them, cut short or altered.
+  proto::Bytes seal(const proto::Bytes &bytes) { return twin_wire(bytes, false); }
+  // What a recorder on the path saw of this connection's first message
+  // (its clear prefix and its hello): bytes to replay.
+  proto::Bytes recorded_hello() { return twin_wire({}, true); }
+
+ private:
+  proto::Bytes twin_wire(const proto::Bytes &next, bool hello_only) {
     int sv[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0) return {};
+    if (sent_.empty() || ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0) return {};
     int big = 8 << 20;
     ::setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &big, sizeof(big));
     ::setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
-    auto twin = tcp::SealedStream::client(sv[0], keys_, lane_, epoch_);
+    const tcp::SealNonce nc = client_nonce();
+    auto twin = tcp::SealedStream::client(sv[0], keys_, lane_, epoch_, &nc);
     auto drain = [&] {
       proto::Bytes out(16 << 20);
       const ssize_t n = ::recv(sv[1], out.data(), out.size(), 0);
       out.resize(n > 0 ? static_cast<size_t>(n) : 0);
       return out;
     };
-    for (const auto &m : sent_) {
+    auto send_one = [&](const proto::Bytes &m) {
       iovec iov{const_cast<uint8_t *>(m.data()), m.size()};
       tcp::stream_send_all(*twin, &iov, 1, 5000);
-    }
-    drain();
-    iovec iov{const_cast<uint8_t *>(bytes.data()), bytes.size()};
-    tcp::stream_send_all(*twin, &iov, 1, 5000);
+    };
+    send_one(sent_[0]);  // the hello
     proto::Bytes out = drain();
+    if (!hello_only) {
+      if (keys_.nonces) {  // the target's nonce, as the lane took it
+        ::send(sv[1], target_nonce().data(), target_nonce().size(), 0);
+        uint8_t none = 0;
+        size_t got = 0;
+        [[maybe_unused]] auto ec = twin->recv_nowait(&none, 0, got);
+      }
+      for (size_t i = 1; i < sent_.size(); ++i) send_one(sent_[i]);
+      drain();
+      send_one(next);
+      out = drain();
+    }
     ::close(sv[1]);
     return out;
   }
 
- private:
   int fd_ = -1;
   uint32_t lane_;
   uint16_t epoch_;

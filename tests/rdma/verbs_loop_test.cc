@@ -4,6 +4,7 @@
 // queue pairs. Needs an RDMA device and its address in RPMEM_VM_IP (the
 // soft-RoCE VM sets both); skips otherwise.
 #include "common/log.h"
+#include "common/transport/lane_proof.h"
 #include "common/transport/transport.h"
 #include "common/transport/verbs/verbs_rdma.h"
 #include "common/transport/verbs/verbs_wire.h"
@@ -12,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <linux/capability.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -111,6 +113,7 @@ class VerbsLoop : public ::testing::Test {
     p.host = host;
     p.port = target.port();
     p.secret = secret_;
+    p.proofs = true;
     p.nlanes = nlanes;
     p.local_base = local_;
     p.pool_size = kPoolSize;
@@ -391,6 +394,84 @@ TEST_F(VerbsLoop, WrongSecretIsRejectedAndTheSessionGoesOn) {
   EXPECT_NE(bad.error().message.find("refused"), std::string::npos) << bad.error().message;
   connect(1);
   EXPECT_EQ(lanes_[0]->write(proto::DataOp::kPersist, 8192, 100, false), std::error_code{});
+  EXPECT_FALSE(fatal_.load());
+}
+
+// A connection of the test's own with private data as given: what a
+// client or a stranger replaying its connect request sends.
+struct RawConnect {
+  verbs::EventChannelPtr channel;
+  verbs::PdPtr pd;
+  verbs::CompChannelPtr comp;
+  verbs::CqPtr cq;
+  verbs::CmIdPtr id;  // last: its queue pair goes before the queue and domain
+
+  // 0 once established; ECONNREFUSED when the target rejected it.
+  std::error_code dial(const std::string &ip, uint16_t port, const uint8_t *pdata, size_t len) {
+    sockaddr_in dst{};
+    dst.sin_family = AF_INET;
+    dst.sin_port = htons(port);
+    if (::inet_pton(AF_INET, ip.c_str(), &dst.sin_addr) != 1) return errc(EINVAL);
+    auto ch = verbs::create_event_channel();
+    if (!ch) return ch.error().code;
+    channel = std::move(ch.value());
+    auto cm = verbs::create_id(channel.get());
+    if (!cm) return cm.error().code;
+    id = std::move(cm.value());
+    if (auto ec = verbs::resolve(id.get(), reinterpret_cast<sockaddr *>(&dst), 2000)) return ec;
+    auto d = verbs::alloc_pd(id->verbs);
+    if (!d) return d.error().code;
+    pd = std::move(d.value());
+    auto c = verbs::create_comp_channel(id->verbs);
+    if (!c) return c.error().code;
+    comp = std::move(c.value());
+    auto q = verbs::create_cq(id->verbs, 4, comp.get());
+    if (!q) return q.error().code;
+    cq = std::move(q.value());
+    if (auto ec = verbs::create_qp(id.get(), pd.get(), cq.get(), 2, 1)) return ec;
+    if (auto ec = verbs::connect(id.get(), pdata, static_cast<uint8_t>(len))) return ec;
+    return verbs::expect_event(channel.get(), RDMA_CM_EVENT_ESTABLISHED, 3000, "connect", true);
+  }
+  // Whether the target ended this connection within `ms`.
+  bool disconnected(int ms) {
+    verbs::CmEvent ev;
+    return !verbs::next_event(channel.get(), ms, ev) && ev.type == RDMA_CM_EVENT_DISCONNECTED;
+  }
+};
+
+// Lane 0's connect request, recorded off the wire and played by a stranger
+// as it was, at the next epoch and at 65535: each is rejected, the lane's
+// queue pair stays connected and no lane comes back; the client's own
+// claim for epoch 1 then comes back (the stranger burnt no epoch).
+TEST_F(VerbsLoop, ARecordedConnectRequestCannotTakeTheLaneOver) {
+  TargetParams tp = target_params(ip_, 1);
+  tp.counters = std::make_shared<TargetCounters>(1);
+  target_ = make_target(proto::TransportKind::kVerbs, pool_.target, tp);
+  target_->start();
+  auto request = [&](uint16_t epoch) {
+    verbs::ConnectData cd{{}, 0, epoch, 1};
+    EXPECT_FALSE(prove(secret_, {0, epoch, 1}, true, cd.proof));
+    uint8_t raw[verbs::kConnectDataSize];
+    verbs::encode(cd, raw);
+    return std::vector<uint8_t>(raw, raw + sizeof(raw));
+  };
+  RawConnect lane;
+  const std::vector<uint8_t> recorded = request(0);
+  ASSERT_EQ(lane.dial(ip_, target_->port(), recorded.data(), recorded.size()), std::error_code{});
+  for (uint16_t epoch : {uint16_t{0}, uint16_t{1}, uint16_t{65535}}) {
+    std::vector<uint8_t> b = recorded;
+    rpmem::wire::store_le(b.data() + 4 + proto::kSecretSize + 2, epoch, 2);
+    RawConnect stranger;
+    EXPECT_NE(stranger.dial(ip_, target_->port(), b.data(), b.size()), std::error_code{})
+        << "a recorded connect request admitted at epoch " << epoch;
+  }
+  EXPECT_FALSE(lane.disconnected(500)) << "the stranger took the lane";
+  EXPECT_EQ(tp.counters->lanes_returned(), 0u);
+  const std::vector<uint8_t> mine = request(1);
+  RawConnect back;
+  ASSERT_EQ(back.dial(ip_, target_->port(), mine.data(), mine.size()), std::error_code{});
+  EXPECT_TRUE(lane.disconnected(3000)) << "the lane's old queue pair was not retired";
+  EXPECT_EQ(tp.counters->lanes_returned(), 1u);
   EXPECT_FALSE(fatal_.load());
 }
 

@@ -1,19 +1,17 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Sealed data lanes: the lane keys (HKDF with OpenSSL), the frame cipher
-// (AES-128-GCM with libgcrypt) and SealedStream's framing.
+// SealedStream: sealed frames on a socket, with the clear prefix and nonces
+// that key each connection; the keys and the frame cipher are
+// sealed_cipher.cc's.
 #include "common/transport/tcp/sealed_stream.h"
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/random.h"
 #include "common/wire.h"
 
-#include <gcrypt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/kdf.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -30,179 +28,24 @@ constexpr size_t kInBuffer = 2 * kMaxFrameBytes;
 using wire::load_le32;
 using wire::store_le32;
 
-// HKDF-SHA256 without salt.
-bool hkdf(const uint8_t *key, size_t key_len, const uint8_t *info, size_t info_len, uint8_t *out,
-          size_t out_len) noexcept {
-  static EVP_KDF *const kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
-  if (!kdf) return false;
-  EVP_KDF_CTX *ctx = EVP_KDF_CTX_new(kdf);
-  if (!ctx) return false;
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, digest, 0),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t *>(key), key_len),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<uint8_t *>(info), info_len),
-      OSSL_PARAM_construct_end()};
-  const bool ok = EVP_KDF_derive(ctx, out, out_len, params) == 1;
-  EVP_KDF_CTX_free(ctx);
-  return ok;
-}
-
-constexpr char kLaneInfo[] = "rpmem sealed lane";
-constexpr char kNextInfo[] = "rpmem sealed lane next key";
-
 }  // namespace
-
-size_t sealed_frame_for(int mss) noexcept {
-  if (mss < kMinSegment || static_cast<size_t>(mss) >= kMaxFrameBytes) return kMaxSealedFrame;
-  const size_t seg = static_cast<size_t>(mss);
-  return kMaxFrameBytes / seg * seg - kSealedHeader - kSealedTag;
-}
-
-bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir, SealKey &out,
-                     uint16_t epoch) noexcept {
-  // Epoch 0: "rpmem sealed lane" | L | dir, as before epochs; later ones
-  // add the epoch (u16).
-  uint8_t info[sizeof(kLaneInfo) - 1 + 5 + 2];
-  std::memcpy(info, kLaneInfo, sizeof(kLaneInfo) - 1);
-  store_le32(info + sizeof(kLaneInfo) - 1, lane);
-  info[sizeof(kLaneInfo) - 1 + 4] = static_cast<uint8_t>(dir);
-  wire::store_le(info + sizeof(kLaneInfo) - 1 + 5, epoch, 2);
-  const size_t len = epoch == 0 ? sizeof(info) - 2 : sizeof(info);
-  return hkdf(master.data(), master.size(), info, len, out.data(), out.size());
-}
-
-namespace {
-
-// libgcrypt is ready for use in this process: its version is checked once
-// (the step a library takes; the program's own set-up, if it has one, is
-// left to it).
-bool gcrypt_ready() noexcept {
-  static const bool ready = gcry_check_version(GCRYPT_VERSION) != nullptr;
-  return ready;
-}
-
-}  // namespace
-
-FrameCipher::FrameCipher(const SealKey &key, bool seal, uint64_t rotate_frames,
-                         uint64_t rotate_bytes) noexcept
-    : key_(key),
-      seal_(seal),
-      rotate_frames_(std::max<uint64_t>(rotate_frames, 1)),
-      rotate_bytes_(std::max<uint64_t>(rotate_bytes, 1)) {
-  if (!gcrypt_ready() || gcry_cipher_open(&hd_, GCRY_CIPHER_AES128, GCRY_CIPHER_MODE_GCM, 0) != 0) {
-    hd_ = nullptr;
-    return;
-  }
-  if (!set_key()) disable();
-}
-
-FrameCipher::~FrameCipher() {
-  disable();
-  OPENSSL_cleanse(key_.data(), key_.size());
-}
-
-// The key schedule is made here, once per key; each frame sets only its
-// nonce.
-bool FrameCipher::set_key() noexcept {
-  return gcry_cipher_setkey(hd_, key_.data(), key_.size()) == 0;
-}
-
-// For good: ok() is false from now on, and every seal or open fails. The
-// handle's memory (the key schedule) is wiped as it is closed.
-void FrameCipher::disable() noexcept {
-  if (hd_) gcry_cipher_close(hd_);
-  hd_ = nullptr;
-}
-
-void FrameCipher::count(size_t len) noexcept {
-  ++frames_;
-  ++frames_total_;
-  bytes_ += len;
-  if (frames_ < rotate_frames_ && bytes_ < rotate_bytes_) return;
-  SealKey next;
-  if (!hkdf(key_.data(), key_.size(), reinterpret_cast<const uint8_t *>(kNextInfo),
-            sizeof(kNextInfo) - 1, next.data(), next.size())) {
-    disable();  // no frame goes out under a worn key
-    return;
-  }
-  key_ = next;
-  OPENSSL_cleanse(next.data(), next.size());
-  frames_ = bytes_ = 0;
-  ++rotations_;
-  if (!set_key()) disable();
-}
-
-namespace {
-
-void nonce_of(uint64_t n, uint8_t (&iv)[12]) {
-  std::memset(iv, 0, 4);
-  for (int i = 0; i < 8; ++i) iv[4 + i] = static_cast<uint8_t>(n >> (56 - 8 * i));
-}
-
-}  // namespace
-
-bool FrameCipher::seal(const iovec *iov, int n, size_t len, uint8_t *out) noexcept {
-  if (!hd_ || !seal_ || len == 0 || len > kMaxSealedFrame) return false;
-  uint8_t iv[12];
-  nonce_of(frames_, iv);
-  store_le32(out, static_cast<uint32_t>(len));
-  bool ok = gcry_cipher_setiv(hd_, iv, sizeof(iv)) == 0 &&
-            gcry_cipher_authenticate(hd_, out, kSealedHeader) == 0;
-  uint8_t *p = out + kSealedHeader;
-  size_t left = len;
-  for (int i = 0; ok && i < n && left > 0; ++i) {
-    const size_t take = std::min(iov[i].iov_len, left);
-    if (take == 0) continue;
-    if (take == left) ok = gcry_cipher_final(hd_) == 0;  // the last piece follows
-    ok = ok && gcry_cipher_encrypt(hd_, p, take, iov[i].iov_base, take) == 0;
-    p += take;
-    left -= take;
-  }
-  ok = ok && left == 0 && gcry_cipher_gettag(hd_, p, kSealedTag) == 0;
-  if (!ok) {
-    // A seal that failed half way has used its nonce: the cipher ends, so
-    // that no other plaintext is ever sealed under it.
-    disable();
-    return false;
-  }
-  count(len);
-  return true;
-}
-
-bool FrameCipher::open(uint8_t *frame, size_t len, uint8_t *out) noexcept {
-  if (!hd_ || seal_ || len <= kSealedHeader + kSealedTag) return false;
-  const size_t n = len - kSealedHeader - kSealedTag;
-  if (load_le32(frame) != n) return false;
-  uint8_t iv[12];
-  nonce_of(frames_, iv);
-  const uint8_t *const c = frame + kSealedHeader;
-  uint8_t *const p = out ? out : frame + kSealedHeader;
-  const bool ok =
-      gcry_cipher_setiv(hd_, iv, sizeof(iv)) == 0 &&
-      gcry_cipher_authenticate(hd_, frame, kSealedHeader) == 0 && gcry_cipher_final(hd_) == 0 &&
-      (out ? gcry_cipher_decrypt(hd_, p, n, c, n) : gcry_cipher_decrypt(hd_, p, n, nullptr, 0)) ==
-          0 &&
-      gcry_cipher_checktag(hd_, c + n, kSealedTag) == 0;
-  if (!ok) {
-    OPENSSL_cleanse(p, n);  // no unauthenticated byte is left to read
-    disable();
-    return false;
-  }
-  count(n);
-  return true;
-}
 
 SealedStream::SealedStream(int fd, const SealKeys &keys, bool client, uint32_t lane_or_max,
-                           uint16_t epoch)
+                           uint16_t epoch, const SealNonce *nonce)
     : fd_(fd),
       keys_(keys),
       client_(client),
       max_lanes_(client ? 0 : lane_or_max),
-      out_(new (std::nothrow) uint8_t[kSealedLanePrefix + kMaxFrameBytes]),
-      prefix_due_(client),
+      out_(new (std::nothrow) uint8_t[kSealedLanePrefix + kSealNonceSize + kMaxFrameBytes]),
+      prefix_due_(client || keys.nonces),
       in_(new (std::nothrow) uint8_t[kInBuffer]) {
   if (!out_ || !in_) failed_ = errc(ENOMEM);
+  if (client && keys_.nonces && !failed_) {
+    if (nonce)
+      nc_ = *nonce;
+    else if (auto ec = fill_random(nc_.data(), nc_.size()))
+      failed_ = ec;
+  }
   if (client && !failed_ && !start_ciphers(lane_or_max, epoch)) failed_ = errc(EPROTO);
 }
 
@@ -212,31 +55,55 @@ SealedStream::~SealedStream() {
 }
 
 std::unique_ptr<SealedStream> SealedStream::client(int fd, const SealKeys &keys, uint32_t lane,
-                                                   uint16_t epoch) {
-  return std::unique_ptr<SealedStream>(new SealedStream(fd, keys, true, lane, epoch));
+                                                   uint16_t epoch, const SealNonce *nonce) {
+  return std::unique_ptr<SealedStream>(new SealedStream(fd, keys, true, lane, epoch, nonce));
 }
 
 std::unique_ptr<SealedStream> SealedStream::target(int fd, const SealKeys &keys,
                                                    uint32_t max_lanes) {
-  return std::unique_ptr<SealedStream>(new SealedStream(fd, keys, false, max_lanes, 0));
+  return std::unique_ptr<SealedStream>(new SealedStream(fd, keys, false, max_lanes, 0, nullptr));
+}
+
+std::unique_ptr<FrameCipher> SealedStream::cipher(uint32_t lane, SealDirection dir, bool seal,
+                                                  uint16_t epoch,
+                                                  const SealNonce *target) noexcept {
+  SealKey key;
+  std::unique_ptr<FrameCipher> c;
+  if (derive_lane_key(keys_.master, lane, dir, key, epoch, keys_.nonces ? &nc_ : nullptr, target))
+    c.reset(new (std::nothrow) FrameCipher(key, seal, keys_.rotate_frames, keys_.rotate_bytes));
+  OPENSSL_cleanse(key.data(), key.size());
+  if (c && !c->ok()) c.reset();
+  return c;
 }
 
 bool SealedStream::start_ciphers(uint32_t lane, uint16_t epoch) noexcept {
-  SealKey up, down;  // towards the target, towards the client
-  const bool ok = derive_lane_key(keys_.master, lane, SealDirection::kToTarget, up, epoch) &&
-                  derive_lane_key(keys_.master, lane, SealDirection::kToClient, down, epoch);
-  if (ok) {
-    send_ = std::unique_ptr<FrameCipher>(new (std::nothrow) FrameCipher(
-        client_ ? up : down, true, keys_.rotate_frames, keys_.rotate_bytes));
-    recv_ = std::unique_ptr<FrameCipher>(new (std::nothrow) FrameCipher(
-        client_ ? down : up, false, keys_.rotate_frames, keys_.rotate_bytes));
-  }
-  OPENSSL_cleanse(up.data(), up.size());
-  OPENSSL_cleanse(down.data(), down.size());
-  if (!ok || !send_ || !recv_ || !send_->ok() || !recv_->ok()) return false;
   lane_ = lane;
   epoch_ = epoch;
-  return true;
+  const SealDirection up = SealDirection::kToTarget, down = SealDirection::kToClient;
+  if (!keys_.nonces) {
+    send_ = cipher(lane, client_ ? up : down, true, epoch, nullptr);
+    recv_ = cipher(lane, client_ ? down : up, false, epoch, nullptr);
+  } else if (client_) {  // the hello's key; the rest once the target's nonce is here
+    send_ = cipher(lane, up, true, epoch, nullptr);
+    recv_.reset();
+    return send_ != nullptr;
+  } else {  // the client's hello under its key, everything else under both nonces
+    if (fill_random(nt_.data(), nt_.size())) return false;
+    nt_known_ = true;
+    recv_ = cipher(lane, up, false, epoch, nullptr);
+    send_ = cipher(lane, down, true, epoch, &nt_);
+    after_hello_ = cipher(lane, up, false, epoch, &nt_);
+    if (!after_hello_) return false;
+  }
+  return send_ && recv_;
+}
+
+bool SealedStream::take_target_nonce(const SealNonce &nt) noexcept {
+  nt_ = nt;
+  nt_known_ = true;
+  recv_ = cipher(static_cast<uint32_t>(lane_), SealDirection::kToClient, false, epoch_, &nt_);
+  after_hello_ = cipher(static_cast<uint32_t>(lane_), SealDirection::kToTarget, true, epoch_, &nt_);
+  return recv_ && after_hello_;
 }
 
 std::error_code SealedStream::refuse(const char *why) noexcept {
@@ -249,10 +116,16 @@ std::error_code SealedStream::refuse(const char *why) noexcept {
 
 bool SealedStream::has_buffered_input() const noexcept {
   if (plain_ < plain_end_) return true;
-  const size_t raw = in_w_ - in_r_;
-  if (lane_ < 0) return raw >= kSealedLanePrefix;
+  size_t at = in_r_;
+  size_t raw = in_w_ - in_r_;
+  if (lane_ < 0) return raw >= prefix_size();
+  if (client_ && keys_.nonces && !nt_known_) {  // the target's nonce comes first
+    if (raw < kSealNonceSize) return false;
+    at += kSealNonceSize;
+    raw -= kSealNonceSize;
+  }
   if (raw < kSealedHeader) return false;
-  return raw >= kSealedHeader + load_le32(in_.get() + in_r_) + kSealedTag;
+  return raw >= kSealedHeader + load_le32(in_.get() + at) + kSealedTag;
 }
 
 // Reads what the socket has into the raw buffer.
@@ -302,13 +175,24 @@ std::error_code SealedStream::receive(void *buf, size_t len, size_t &got, bool s
     }
     const size_t raw = in_w_ - in_r_;
     if (lane_ < 0) {
-      if (raw >= kSealedLanePrefix) {
+      if (raw >= prefix_size()) {
         const uint32_t word = load_le32(in_.get() + in_r_);
         const uint32_t lane = word & proto::kMaxLaneNumber;
         if (lane >= max_lanes_) return refuse("its lane number is not one of the session's");
+        if (keys_.nonces)
+          std::memcpy(nc_.data(), in_.get() + in_r_ + kSealedLanePrefix, nc_.size());
         if (!start_ciphers(lane, static_cast<uint16_t>(word >> 16)))
           return refuse("its keys could not be made");
-        in_r_ += kSealedLanePrefix;
+        in_r_ += prefix_size();
+        plain_ = plain_end_ = in_r_;
+        continue;
+      }
+    } else if (client_ && keys_.nonces && !nt_known_) {
+      if (raw >= kSealNonceSize) {
+        SealNonce nt;
+        std::memcpy(nt.data(), in_.get() + in_r_, nt.size());
+        if (!take_target_nonce(nt)) return refuse("its keys could not be made");
+        in_r_ += kSealNonceSize;
         plain_ = plain_end_ = in_r_;
         continue;
       }
@@ -325,6 +209,7 @@ std::error_code SealedStream::receive(void *buf, size_t len, size_t &got, bool s
               "a frame did not authenticate (another key, replayed, reordered, dropped or "
               "altered)");
         in_r_ += total;
+        if (after_hello_ && !client_) recv_ = std::move(after_hello_);  // the hello was frame 0
         if (out) {
           plain_ = plain_end_ = in_r_;
           got += n;
@@ -371,9 +256,19 @@ std::error_code SealedStream::send_nowait(iovec *&iov, int &n) noexcept {
       if (len == kMaxSealedFrame) len = full_frame();
       size_t off = 0;
       if (prefix_due_) {
-        store_le32(out_.get(), static_cast<uint32_t>(lane_) | uint32_t{epoch_} << 16);
-        off = kSealedLanePrefix;
+        if (client_) {
+          store_le32(out_.get(), static_cast<uint32_t>(lane_) | uint32_t{epoch_} << 16);
+          off = kSealedLanePrefix;
+        }
+        if (keys_.nonces) {
+          std::memcpy(out_.get() + off, (client_ ? nc_ : nt_).data(), kSealNonceSize);
+          off += kSealNonceSize;
+        }
+      } else if (client_ && keys_.nonces && send_->frames() > 0 && !nt_known_) {
+        return refuse("a frame after the hello before the target's nonce");
       }
+      if (client_ && after_hello_ && send_->frames() > 0) send_ = std::move(after_hello_);
+      if (!send_) return refuse("its keys could not be made");
       if (!send_->seal(iov, n, len, out_.get() + off)) {
         failed_ = errc(EPROTO);
         RPMEM_LOG_ERR("sealed lane %lld: sealing failed", static_cast<long long>(lane_));

@@ -23,11 +23,24 @@
 //
 // The client starts its connection with its lane number (u16, clear) and
 // the lane's epoch (u16, clear; protocol minor 6), so that the target knows
-// which keys open the hello. A lane that connects again within its session
-// does so at a higher epoch, under keys of their own:
-// HKDF-SHA256(master, "rpmem sealed lane" | L | dir | epoch) for epochs
-// above 0. A recorded connection of an earlier epoch authenticates, but the
-// target admits a lane only at an epoch above the ones it has seen.
+// which keys open the hello. Keys of a session of protocol minor 9
+// (LaneSeal::nonces) take fresh randomness from both ends of each
+// connection: the client's prefix carries a nonce Nc of its own (16 bytes,
+// clear), and the target's first bytes are a nonce Nt of its own (16
+// bytes, clear) before its first frame. With I = "rpmem sealed lane" | L |
+// dir | epoch:
+//   the client's hello (its first frame): HKDF-SHA256(master, I | Nc)
+//   every later frame, both ways:          HKDF-SHA256(master, I | Nc | Nt)
+// Each end's keys hold a nonce it drew itself, so it never seals under a
+// key and nonce it used before, whatever a peer replays: a replayed
+// connection's refusal is sealed under a key of its own (a new Nt), and
+// nothing a client sends after its hello opens on a connection but the one
+// it was sealed for. docs/sealed-lanes.md has the schedule.
+// Sessions of older clients keep the keys of before: lane L's key for each
+// direction HKDF-SHA256(master, "rpmem sealed lane" | L | dir), with the
+// epoch appended for epochs above 0; a target never seals a refusal under
+// them (it closes the connection instead), since a replay would reproduce
+// the keys that sealed its first answer.
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_SEALED_STREAM_H
 #define RPMEM_COMMON_TRANSPORT_TCP_SEALED_STREAM_H
 
@@ -46,8 +59,10 @@ namespace rpmem::transport::tcp {
 inline constexpr const char *kSealExporterLabel = "EXPORTER-rpmem-sealed-lanes";
 
 // The clear prefix a client's connection starts with: u16 lane, u16 epoch
-// (one u32, little endian).
+// (one u32, little endian), then with LaneSeal::nonces the client's nonce.
 inline constexpr size_t kSealedLanePrefix = 4;
+inline constexpr size_t kSealNonceSize = 16;
+using SealNonce = std::array<uint8_t, kSealNonceSize>;
 inline constexpr size_t kSealedHeader = 4;
 inline constexpr size_t kSealedTag = 16;
 // Plaintext bytes in one frame at most (a full frame: sealed_frame_for()).
@@ -71,9 +86,12 @@ inline constexpr unsigned kSegmentCheckFrames = 64;
 enum class SealDirection : uint8_t { kToTarget = 1, kToClient = 2 };
 
 using SealKey = std::array<uint8_t, 16>;
-// Lane `lane`'s first key for `dir` at `epoch`. False when OpenSSL fails.
+// Lane `lane`'s first key for `dir` at `epoch`, of a connection whose
+// client drew `client` and whose target drew `target` (null: without; see
+// above). False when OpenSSL fails.
 bool derive_lane_key(const SealMaster &master, uint32_t lane, SealDirection dir, SealKey &out,
-                     uint16_t epoch = 0) noexcept;
+                     uint16_t epoch = 0, const SealNonce *client = nullptr,
+                     const SealNonce *target = nullptr) noexcept;
 
 // One direction's key and frame count: seals or opens frames in order.
 class FrameCipher {
@@ -122,9 +140,11 @@ using SealKeys = LaneSeal;
 // A connected, non-blocking socket carrying sealed frames; owns it.
 class SealedStream final : public ByteStream {
  public:
-  // Client side of lane `lane` at `epoch`: sends both before its first frame.
+  // Client side of lane `lane` at `epoch`: sends both (and with
+  // keys.nonces its nonce: `nonce`, or a new one when null) before its first
+  // frame.
   static std::unique_ptr<SealedStream> client(int fd, const SealKeys &keys, uint32_t lane,
-                                              uint16_t epoch = 0);
+                                              uint16_t epoch = 0, const SealNonce *nonce = nullptr);
   // Target side: reads the lane number (below `max_lanes`) first.
   static std::unique_ptr<SealedStream> target(int fd, const SealKeys &keys, uint32_t max_lanes);
   ~SealedStream() override;
@@ -152,14 +172,27 @@ class SealedStream final : public ByteStream {
   uint16_t epoch() const noexcept { return epoch_; }
   // Bytes taken from the socket so far.
   uint64_t bytes_received() const noexcept { return received_; }
-  // Bytes that make the client's hello (lane number, one frame of `len`).
-  static size_t first_message_size(size_t len) noexcept {
-    return kSealedLanePrefix + kSealedHeader + len + kSealedTag;
+  // Bytes that make the client's hello (its prefix, one frame of `len`).
+  size_t first_message_size(size_t len) const noexcept {
+    return prefix_size() + kSealedHeader + len + kSealedTag;
   }
+  // The client's nonce (valid once lane() is, with keys.nonces), and the
+  // target's (valid once it came, on the client).
+  const SealNonce &client_nonce() const noexcept { return nc_; }
+  const SealNonce &target_nonce() const noexcept { return nt_; }
 
  private:
-  SealedStream(int fd, const SealKeys &keys, bool client, uint32_t lane_or_max, uint16_t epoch);
+  SealedStream(int fd, const SealKeys &keys, bool client, uint32_t lane_or_max, uint16_t epoch,
+               const SealNonce *nonce);
+  size_t prefix_size() const noexcept {
+    return kSealedLanePrefix + (keys_.nonces ? kSealNonceSize : 0);
+  }
+  std::unique_ptr<FrameCipher> cipher(uint32_t lane, SealDirection dir, bool seal, uint16_t epoch,
+                                      const SealNonce *target) noexcept;
   bool start_ciphers(uint32_t lane, uint16_t epoch) noexcept;
+  // With keys.nonces, once `nt` (the target's nonce) is known: the keys of
+  // every frame after the client's hello.
+  bool take_target_nonce(const SealNonce &nt) noexcept;
   std::error_code refuse(const char *why) noexcept;
   std::error_code fill() noexcept;
   std::error_code receive(void *buf, size_t len, size_t &got, bool scratch) noexcept;
@@ -173,9 +206,15 @@ class SealedStream final : public ByteStream {
   uint16_t epoch_ = 0;
   std::unique_ptr<FrameCipher> send_;
   std::unique_ptr<FrameCipher> recv_;
+  // keys.nonces: the nonces, and the cipher that takes over after the
+  // client's hello (the client's send_, the target's recv_).
+  SealNonce nc_{};
+  SealNonce nt_{};
+  bool nt_known_ = false;
+  std::unique_ptr<FrameCipher> after_hello_;
   std::error_code failed_;  // for good
-  // Send side: one sealed frame (preceded once by the lane number) and how
-  // much of it the socket took.
+  // Send side: one sealed frame (preceded once by the client's prefix or
+  // the target's nonce) and how much of it the socket took.
   std::unique_ptr<uint8_t[]> out_;
   size_t out_len_ = 0;
   size_t out_sent_ = 0;

@@ -7,6 +7,7 @@
 
 #include "common/log.h"
 #include "common/text.h"
+#include "common/transport/lane_proof.h"
 #include "common/transport/tcp/connect.h"
 #include "common/transport/tcp/sealed_stream.h"
 #include "common/transport/tcp/socket_io.h"
@@ -174,14 +175,16 @@ std::optional<Error> secure(const InitiatorParams &params, const LaneSeal &seal,
   return std::nullopt;
 }
 
-// The lane hello (the session's secret, the lane, its epoch, the lanes
-// in all) and the target's answer: EACCES for a refusal.
+// The lane hello (its proof of the session's secret, the lane, its epoch,
+// the lanes in all) and the target's answer: EACCES for a refusal.
 std::error_code send_lane_hello(const LaneDialer::Connection &c, const proto::Secret &secret,
-                                unsigned i, uint16_t epoch, unsigned nlanes, int timeout_ms) {
+                                bool mac, unsigned i, uint16_t epoch, unsigned nlanes,
+                                int timeout_ms) {
   const int fd = c.fd;
+  proto::LaneHello hello{.lane = i, .epoch = epoch, .nlanes = nlanes};
+  if (auto ec = prove(secret, {i, epoch, nlanes}, mac, hello.proof)) return ec;
   uint8_t buf[proto::kLaneHelloSize];
-  proto::encode(proto::LaneHello{.secret = secret, .lane = i, .epoch = epoch, .nlanes = nlanes},
-                buf);
+  proto::encode(hello, buf);
   uint8_t reply[proto::kLaneHelloReplySize];
   iovec iov{buf, sizeof(buf)};
   ByteStream *stream = c.stream.get();
@@ -283,7 +286,8 @@ Result<LaneDialer::Connection> LaneDialer::dial(unsigned i, uint16_t epoch,
     }
   } closer{c};
 
-  std::error_code herr = send_lane_hello(c, route.secret, i, epoch, params_.nlanes, timeout_ms);
+  std::error_code herr =
+      send_lane_hello(c, route.secret, params_.proofs, i, epoch, params_.nlanes, timeout_ms);
   if (herr)
     return Error{herr == std::errc::timed_out ? herr : errc(ECONNRESET),
                  "lane " + std::to_string(i) + " refused by the target: " + herr.message()};

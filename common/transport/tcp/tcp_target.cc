@@ -69,7 +69,7 @@ bool TcpTarget::whole_first_message(const Hello &h) {
   if (h.ssl) return !SSL_in_before(h.ssl) || tls_record_buffered(fd);
   if (h.sealed)
     return h.sealed->bytes_received() + bytes_buffered(fd) >=
-           SealedStream::first_message_size(proto::kLaneHelloSize);
+           h.sealed->first_message_size(proto::kLaneHelloSize);
   return h.got + bytes_buffered(fd) >= proto::kLaneHelloSize;
 }
 
@@ -77,7 +77,8 @@ TcpTarget::TcpTarget(TargetPool &pool, TargetParams params)
     : pool_(pool),
       params_(std::move(params)),
       state_(params_.on_fatal),
-      admission_(params_.secret, params_.max_lanes) {
+      admission_(params_.secret, params_.max_lanes,
+                 claim_rules(params_.client_minor, params_.tls || params_.seal)) {
   params_.peer_address = normalized(params_.peer_address);
   asio::io_context io;
   tcp::acceptor acceptor(io);
@@ -367,9 +368,13 @@ void TcpTarget::hello_ready(Hello &h) {
                         hello->epoch != h.sealed->epoch()))
     refusal = "lane hello sealed with another lane's key";
   else
-    refusal = admission_.admit(hello->secret, hello->lane, hello->nlanes, hello->epoch, returned);
+    refusal = admission_.admit(hello->proof, hello->lane, hello->nlanes, hello->epoch, returned);
   if (refusal) {
     refusals_.refused(h.peer, refusal);
+    // Sealed under keys without the target's nonce, a refusal would take
+    // the key and nonce that sealed the first answer to the connection a
+    // replay copies: such a connection is closed unanswered.
+    if (h.sealed && !params_.seal.nonces) return close_hello(h);
     uint8_t no[proto::kLaneHelloReplySize];
     proto::encode_lane_hello_reply(EACCES, no);
     iovec iov{no, sizeof(no)};

@@ -8,6 +8,7 @@
 
 #include "common/log.h"
 #include "common/text.h"
+#include "common/transport/lane_proof.h"
 #include "common/transport/verbs/verbs_lane.h"
 #include "common/transport/verbs/verbs_rdma.h"
 #include "common/transport/verbs/verbs_wire.h"
@@ -149,7 +150,9 @@ std::optional<Error> VerbsLane::dial(uint16_t epoch, int timeout_ms) noexcept tr
 
   if (sh.comeback) [[maybe_unused]]
     auto ignored = set_ack_timeout(c.id.get(), kAckTimeout);  // logged; the default then
-  ConnectData cd{secret, index_, epoch, sh.nlanes};
+  ConnectData cd{{}, index_, epoch, sh.nlanes};
+  if (auto ec = prove(secret, {index_, epoch, sh.nlanes}, sh.proofs, cd.proof))
+    return Error{ec, "cannot prove the session secret for " + name};
   uint8_t pdata[kConnectDataSize];
   encode(cd, pdata);
   std::error_code ec = connect(c.id.get(), pdata, sizeof(pdata), sh.comeback ? kRetryCount : 7);
@@ -261,6 +264,7 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
   shared->dst = dst.value();
   shared->host = params.host;
   shared->secret = params.secret;
+  shared->proofs = params.proofs;
   shared->nlanes = params.nlanes;
   shared->pool_size = params.pool_size;
   shared->comeback = params.comeback;

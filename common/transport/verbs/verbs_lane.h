@@ -72,6 +72,7 @@ class VerbsLane final : public InitiatorLane {
     unsigned nlanes = 0;
     size_t pool_size = 0;
     bool comeback = false;  // the target takes lanes that come back
+    bool proofs = false;    // ... and claims that prove the secret with a MAC
     // Service mode: where the session is now (it moves when the client
     // reopens the pool on a restarted service: port, secret, provider
     // data); null: always dst, secret and the first provider data.

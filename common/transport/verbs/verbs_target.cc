@@ -61,7 +61,7 @@ VerbsTarget::VerbsTarget(TargetPool &pool, TargetParams params)
     : pool_(pool),
       params_(std::move(params)),
       state_(params_.on_fatal),
-      admission_(params_.secret, params_.max_lanes),
+      admission_(params_.secret, params_.max_lanes, claim_rules(params_.client_minor, false)),
       slots_(params_.max_lanes) {
   ProviderInfo info;
   info.method = params_.persist_method;
@@ -222,7 +222,7 @@ void VerbsTarget::on_connect_request(rdma_cm_id *raw_id, const std::vector<uint8
   else if (id->verbs != ctx_)
     refusal = "request on another RDMA device";
   else
-    refusal = admission_.admit(cd->secret, cd->lane, cd->nlanes, cd->epoch, returned);
+    refusal = admission_.admit(cd->proof, cd->lane, cd->nlanes, cd->epoch, returned);
   if (refusal) {
     RPMEM_LOG_WARN("verbs connect request refused: %s", refusal);
     reject(id.get());

@@ -61,7 +61,7 @@ std::optional<ProviderInfo> decode_provider_info(std::span<const uint8_t> b) {
 void encode(const ConnectData &c, uint8_t (&out)[kConnectDataSize]) {
   store_le(out, kConnectMagic, 4);
   proto::encode(
-      proto::LaneClaim{c.secret, (c.lane & proto::kMaxLaneNumber) | uint32_t{c.epoch} << 16,
+      proto::LaneClaim{c.proof, (c.lane & proto::kMaxLaneNumber) | uint32_t{c.epoch} << 16,
                        c.nlanes},
       out + 4);
 }
@@ -69,7 +69,7 @@ void encode(const ConnectData &c, uint8_t (&out)[kConnectDataSize]) {
 std::optional<ConnectData> decode_connect_data(std::span<const uint8_t> b) {
   if (b.size() < kConnectDataSize || load_le(b.data(), 4) != kConnectMagic) return std::nullopt;
   const proto::LaneClaim claim = proto::decode_lane_claim(b.data() + 4);
-  const ConnectData c{claim.secret, claim.lane & proto::kMaxLaneNumber,
+  const ConnectData c{claim.proof, claim.lane & proto::kMaxLaneNumber,
                       static_cast<uint16_t>(claim.lane >> 16), claim.nlanes};
   if (c.nlanes == 0 || c.lane >= c.nlanes) return std::nullopt;
   return c;

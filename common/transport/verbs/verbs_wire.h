@@ -53,15 +53,16 @@ inline constexpr size_t kProviderInfoSize = 48;
 proto::Bytes encode(const ProviderInfo &info);
 std::optional<ProviderInfo> decode_provider_info(std::span<const uint8_t> b);
 
-// Private data of a lane's connect request: proves the session secret.
+// Private data of a lane's connect request: proves the session secret
+// (from protocol minor 9 with a MAC, never showing it).
 // u32 magic, then the claim a tcp lane's hello carries (proto::LaneClaim):
 // its u32 lane is u16 lane, u16 epoch, as on tcp lanes. An epoch above 0
 // (only towards a daemon of protocol minor >= kMinorVerbsResume): the lane
 // connects again within its session, its queue pair lost or stalled.
 struct ConnectData {
-  proto::Secret secret{};
-  uint32_t lane = 0;   // u16 on the wire
-  uint16_t epoch = 0;  // 0 first, then one more each time it comes back
+  proto::Secret proof{};  // of the session secret (transport/lane_proof.h)
+  uint32_t lane = 0;      // u16 on the wire
+  uint16_t epoch = 0;     // 0 first, then one more each time it comes back
   uint32_t nlanes = 0;
 };
 inline constexpr size_t kConnectDataSize = 4 + proto::kLaneClaimSize;  // under RC's 56-byte limit

@@ -164,7 +164,7 @@ TEST(ProtoHello, EncodesGoldenBytes) {
 
 TEST(ProtoHello, DefaultsCarryProtocolVersion) {
   const Bytes golden = {0x01, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x01, 0x00,
-                        0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
+                        0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
   Hello m;
   m.transports = transport_bit(TransportKind::kTcp);
   EXPECT_EQ(encode(m), golden);
@@ -783,7 +783,7 @@ TEST(ProtoLaneHello, EncodesGoldenBytes) {
   LaneHello m;
   m.major = 0x0102;
   m.minor = 0x0304;
-  m.secret = sample_secret();
+  m.proof = sample_secret();
   m.lane = 3;
   m.nlanes = 8;
   uint8_t out[kLaneHelloSize];
@@ -796,7 +796,7 @@ TEST(ProtoLaneHello, RoundTrips) {
   ASSERT_TRUE(d);
   EXPECT_EQ(d->major, 0x0102);
   EXPECT_EQ(d->minor, 0x0304);
-  EXPECT_EQ(d->secret, sample_secret());
+  EXPECT_EQ(d->proof, sample_secret());
   EXPECT_EQ(d->lane, 3u);
   EXPECT_EQ(d->nlanes, 8u);
 }
@@ -831,7 +831,7 @@ TEST(ProtoLaneHello, RejectsLaneNotBelowNlanes) {
 // epoch 0 is the layout of every earlier minor.
 TEST(ProtoLaneHello, CarriesTheEpochInTheLaneFieldsHighHalf) {
   LaneHello m;
-  m.secret = sample_secret();
+  m.proof = sample_secret();
   m.lane = 3;
   m.epoch = 0x0201;
   m.nlanes = 8;

@@ -428,6 +428,166 @@ TEST(SealedStream, OverTcpTheFramesOfALargeMessageFillWholeSegments) {
   EXPECT_EQ(plain, big.size());
 }
 
+// ---------------------------------------------------------------------------
+// Keys of protocol minor 9: a nonce from each end of each connection.
+
+SealKeys nonce_keys_of(uint8_t seed) {
+  SealKeys k = keys_of(seed);
+  k.nonces = true;
+  return k;
+}
+
+// What a target answers to a recording of a client's first bytes: its own
+// bytes on the wire (its nonce, then its frames) for `reply`.
+Bytes target_answer(const SealKeys &keys, const Bytes &client_bytes, size_t hello,
+                    const std::string &reply) {
+  int fds[2];
+  pair(fds);
+  EXPECT_EQ(::send(fds[0], client_bytes.data(), client_bytes.size(), 0),
+            static_cast<ssize_t>(client_bytes.size()));
+  auto t = SealedStream::target(fds[1], keys, 8);
+  std::string got(hello, '\0');
+  EXPECT_FALSE(stream_recv_all(*t, got.data(), got.size(), 1000));
+  EXPECT_FALSE(send_msg(*t, reply));
+  Bytes out(4096);
+  const ssize_t n = ::recv(fds[0], out.data(), out.size(), 0);
+  ::close(fds[0]);
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+TEST(SealedStream, WithNoncesMessagesGoBothWaysAfterTheHello) {
+  int fds[2];
+  pair(fds);
+  const SealKeys keys = nonce_keys_of(4);
+  auto c = SealedStream::client(fds[0], keys, 2, 7);
+  auto t = SealedStream::target(fds[1], keys, 8);
+  for (int round = 0; round < 3; ++round) {
+    const std::string ask = "request " + std::to_string(round);
+    ASSERT_FALSE(send_msg(*c, ask));
+    std::string got(ask.size(), '\0');
+    ASSERT_FALSE(stream_recv_all(*t, got.data(), got.size(), 1000)) << round;
+    EXPECT_EQ(got, ask);
+    const std::string answer = "answer " + std::to_string(round);
+    ASSERT_FALSE(send_msg(*t, answer));
+    std::string back(answer.size(), '\0');
+    ASSERT_FALSE(stream_recv_all(*c, back.data(), back.size(), 1000)) << round;
+    EXPECT_EQ(back, answer);
+  }
+  EXPECT_EQ(t->lane(), 2);
+  EXPECT_EQ(t->epoch(), 7);
+  EXPECT_EQ(t->client_nonce(), c->client_nonce());
+}
+
+// A recording of a client's connection played to the target again: the
+// target answers under a key of its own nonce, so two answers -- an
+// admission and a refusal, say -- never share a key and nonce; and
+// nothing the client sealed after its hello opens on the replay's
+// connection.
+TEST(SealedStream, AReplayedConnectionIsAnsweredUnderKeysOfItsOwn) {
+  const SealKeys keys = nonce_keys_of(5);
+  int fds[2];
+  pair(fds);
+  auto c = SealedStream::client(fds[0], keys, 1, 3);
+  auto t = SealedStream::target(fds[1], keys, 8);
+  ASSERT_FALSE(send_msg(*c, "hello"));
+  Bytes recorded(4096);
+  // What the client sent, as a recorder on the path saw it.
+  std::string got(5, '\0');
+  ASSERT_FALSE(stream_recv_all(*t, got.data(), got.size(), 1000));
+  ASSERT_FALSE(send_msg(*t, "yes"));
+  std::string yes(3, '\0');
+  ASSERT_FALSE(stream_recv_all(*c, yes.data(), yes.size(), 1000));
+  ASSERT_FALSE(send_msg(*c, "a persist"));
+  ::close(fds[1]);
+
+  // The client's bytes again, made with the same nonce: what a replay sends.
+  int rec[2];
+  pair(rec);
+  const SealNonce nc = c->client_nonce();
+  auto twin = SealedStream::client(rec[0], keys, 1, 3, &nc);
+  ASSERT_FALSE(send_msg(*twin, "hello"));
+  const ssize_t n = ::recv(rec[1], recorded.data(), recorded.size(), 0);
+  ASSERT_GT(n, 0);
+  recorded.resize(static_cast<size_t>(n));
+  const size_t hello_bytes = recorded.size();
+  EXPECT_EQ(hello_bytes, kSealedLanePrefix + kSealNonceSize + kSealedHeader + 5 + kSealedTag);
+
+  const Bytes first = target_answer(keys, recorded, 5, "yes");
+  const Bytes second = target_answer(keys, recorded, 5, "no!");
+  ASSERT_EQ(first.size(), kSealNonceSize + kSealedHeader + 3 + kSealedTag);
+  ASSERT_EQ(second.size(), first.size());
+  EXPECT_FALSE(std::equal(first.begin(), first.begin() + kSealNonceSize, second.begin()))
+      << "two connections drew one nonce";
+  // The frames: each under the key of its own target nonce, at frame 0.
+  std::set<SealKey> keys_seen;
+  for (const Bytes *answer : {&first, &second}) {
+    SealNonce nt;
+    std::copy_n(answer->begin(), nt.size(), nt.begin());
+    SealKey k;
+    ASSERT_TRUE(derive_lane_key(keys.master, 1, SealDirection::kToClient, k, 3, &nc, &nt));
+    EXPECT_TRUE(keys_seen.insert(k).second) << "two answers under one key";
+    FrameCipher open(k, false);
+    Bytes frame(answer->begin() + kSealNonceSize, answer->end());
+    EXPECT_TRUE(open.open(frame.data(), frame.size()));
+  }
+  // The hello's key (the client's nonce alone) seals nothing after it.
+  SealKey hello_key, reply_key;
+  ASSERT_TRUE(derive_lane_key(keys.master, 1, SealDirection::kToTarget, hello_key, 3, &nc));
+  ASSERT_TRUE(derive_lane_key(keys.master, 1, SealDirection::kToClient, reply_key, 3, &nc));
+  EXPECT_NE(hello_key, reply_key);
+}
+
+// The frames a client seals after its hello are keyed with the target's
+// nonce: played on another connection (another target nonce), they do not
+// open.
+TEST(SealedStream, WithNoncesAClientsLaterFramesOpenOnlyOnTheirConnection) {
+  const SealKeys keys = nonce_keys_of(6);
+  int a[2];
+  pair(a);
+  auto c = SealedStream::client(a[0], keys, 0);
+  auto t = SealedStream::target(a[1], keys, 8);
+  ASSERT_FALSE(send_msg(*c, "hello"));
+  std::string got(5, '\0');
+  ASSERT_FALSE(stream_recv_all(*t, got.data(), got.size(), 1000));
+  ASSERT_FALSE(send_msg(*t, "yes"));
+  std::string yes(3, '\0');
+  ASSERT_FALSE(stream_recv_all(*c, yes.data(), yes.size(), 1000));
+  // The client's next frame as it goes on the wire (taken off the socket
+  // before the target reads it).
+  ASSERT_FALSE(send_msg(*c, "write this"));
+  Bytes later(4096);
+  const ssize_t n = ::recv(a[1], later.data(), later.size(), 0);
+  ASSERT_GT(n, 0);
+  later.resize(static_cast<size_t>(n));
+  // Its hello as a recorder saw it (the same nonce makes the same bytes).
+  int rec[2];
+  pair(rec);
+  const SealNonce nc = c->client_nonce();
+  auto twin = SealedStream::client(rec[0], keys, 0, 0, &nc);
+  ASSERT_FALSE(send_msg(*twin, "hello"));
+  Bytes replay(4096);
+  const ssize_t m = ::recv(rec[1], replay.data(), replay.size(), 0);
+  ASSERT_GT(m, 0);
+  replay.resize(static_cast<size_t>(m));
+  // Both played to another target: the hello opens, the later frame does
+  // not (its key holds the first target's nonce).
+  const auto reads = target_reads(keys, cat({replay, later}), {5, 10});
+  EXPECT_FALSE(reads[0].ec);
+  EXPECT_EQ(reads[0].got, "hello");
+  EXPECT_EQ(reads[1].ec, kRefused);
+  EXPECT_EQ(reads[1].got, "");
+}
+
+TEST(SealedStream, WithNoncesAClientSealsNothingAfterItsHelloBeforeTheTargetsNonce) {
+  int fds[2];
+  pair(fds);
+  auto c = SealedStream::client(fds[0], nonce_keys_of(7), 0);
+  ASSERT_FALSE(send_msg(*c, "hello"));
+  EXPECT_EQ(send_msg(*c, "too soon"), kRefused);
+  ::close(fds[1]);
+}
+
 TEST(FrameCipher, CountsItsRotations) {
   SealKey key{};
   FrameCipher c(key, true, 2, kSealRotateBytes);

@@ -5,6 +5,7 @@
 // 8-byte atomicity promise of non-relaxed persists.
 #include "common/transport/tcp/tcp_target.h"
 
+#include "common/transport/lane_proof.h"
 #include "common/transport/tcp/socket_io.h"
 #include "common/transport/transport.h"
 #include "tests/recording_persister.h"
@@ -103,6 +104,7 @@ class TcpTargetTest : public ::testing::Test {
     TargetParams p;
     p.listen_address = "127.0.0.1";
     p.secret = secret_;
+    p.client_minor = proto::kMinor;
     p.max_lanes = max_lanes;
     p.hello_timeout = hello_timeout;
     p.nthreads = nthreads;
@@ -121,6 +123,7 @@ class TcpTargetTest : public ::testing::Test {
     p.host = "127.0.0.1";
     p.port = target_->port();
     p.secret = secret;
+    p.proofs = true;
     p.nlanes = nlanes;
     p.local_base = local_.data();
     p.pool_size = kPoolSize;
@@ -160,9 +163,9 @@ class TcpTargetTest : public ::testing::Test {
   // Sends a lane hello; true when the target accepted it.
   bool raw_hello(int fd, unsigned lane, unsigned nlanes, const proto::Secret &secret) {
     proto::LaneHello h;
-    h.secret = secret;
     h.lane = lane;
     h.nlanes = nlanes;
+    EXPECT_FALSE(prove(secret, {lane, 0, nlanes}, true, h.proof));
     uint8_t buf[proto::kLaneHelloSize];
     proto::encode(h, buf);
     if (tcp::send_all(fd, buf, sizeof(buf), kIoMs)) return false;

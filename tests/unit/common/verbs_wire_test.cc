@@ -79,7 +79,7 @@ TEST(VerbsWire, ReadRequestCarriesNoPayload) {
 
 TEST(VerbsWire, ConnectDataCarriesSecretAndLaneAndIgnoresPadding) {
   ConnectData c;
-  for (size_t i = 0; i < c.secret.size(); ++i) c.secret[i] = static_cast<uint8_t>(i);
+  for (size_t i = 0; i < c.proof.size(); ++i) c.proof[i] = static_cast<uint8_t>(i);
   c.lane = 3;
   c.nlanes = 4;
   uint8_t raw[kConnectDataSize];
@@ -88,7 +88,7 @@ TEST(VerbsWire, ConnectDataCarriesSecretAndLaneAndIgnoresPadding) {
   padded.resize(56, 0);  // the CM pads private data
   auto d = decode_connect_data(padded);
   ASSERT_TRUE(d);
-  EXPECT_EQ(d->secret, c.secret);
+  EXPECT_EQ(d->proof, c.proof);
   EXPECT_EQ(d->lane, 3u);
   EXPECT_EQ(d->nlanes, 4u);
   EXPECT_FALSE(decode_connect_data({raw, sizeof(raw) - 1}));
@@ -104,7 +104,7 @@ TEST(VerbsWire, ConnectDataCarriesSecretAndLaneAndIgnoresPadding) {
 // encoding every older client sends.
 TEST(VerbsWire, ConnectDataCarriesTheEpochBesideTheLane) {
   ConnectData c;
-  c.secret[5] = 9;
+  c.proof[5] = 9;
   c.lane = 3;
   c.epoch = 517;
   c.nlanes = 4;

@@ -137,14 +137,14 @@ TEST(LaneWires, BothWiresShareOneRequestHeader) {
 
 TEST(LaneWires, TheLaneHelloCarriesTheClaimAfterItsVersion) {
   proto::LaneHello h;
-  for (size_t i = 0; i < h.secret.size(); ++i) h.secret[i] = static_cast<uint8_t>(i + 1);
+  for (size_t i = 0; i < h.proof.size(); ++i) h.proof[i] = static_cast<uint8_t>(i + 1);
   h.lane = 3;
   h.epoch = 2;
   h.nlanes = 9;
   uint8_t b[proto::kLaneHelloSize];
   proto::encode(h, b);
   const proto::LaneClaim c = proto::decode_lane_claim(b + 8);
-  EXPECT_EQ(c.secret, h.secret);
+  EXPECT_EQ(c.proof, h.proof);
   EXPECT_EQ(c.lane, 3u | 2u << 16);  // u16 lane, u16 epoch
   EXPECT_EQ(c.nlanes, 9u);
   uint8_t again[proto::kLaneClaimSize];
