@@ -154,7 +154,8 @@ bool Pool::take_reopened(ReopenTry &t, int &hangup, std::string &why) {
   const proto::PoolResponse &resp = t.resp;
   if (resp.status != proto::Status::kSuccess) {
     why = resp.status == proto::Status::kStale
-              ? "the pool was opened by another session while the service restarted"
+              ? "the pool was opened by another session while the service restarted (or its files "
+                "were made anew)"
               : std::string("the restarted service refused to reopen the pool: ") +
                     proto::status_message(resp.status);
     return false;
@@ -225,6 +226,14 @@ bool Pool::reopen(int &hangup) noexcept try {
     if (left.count() <= 0) break;
     std::copy(r.token.begin(), r.token.end(), r.request.token.begin());
     ReopenTry t = reopen_once(r.target, settings_, r.request, left);
+    if (t.channel && t.resp.status == proto::Status::kBusy) {
+      // A session of the restarted service that took the pool (a reopen
+      // whose answer was lost) still holds it, until it sees that its
+      // client is gone: the next try a little later.
+      t.channel->close(std::chrono::milliseconds(200));
+      t.channel.reset();
+      t.why = "the pool is busy (an earlier try still holds it)";
+    }
     if (t.channel) {
       if (!take_reopened(t, hangup, why)) {
         fatal = true;

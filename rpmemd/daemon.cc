@@ -102,7 +102,7 @@ int Daemon::run() {
   PoolStore store(config_.poolset_dir);
   if (config_.remove) {
     RPMEM_LOG_INFO("removing '%s'", config_.remove->c_str());
-    auto ec = store.remove(*config_.remove, config_.force, config_.remove_poolset);
+    auto ec = remove_pool(store, *config_.remove, config_.force, config_.remove_poolset);
     if (ec) {
       RPMEM_LOG_ERR("removing '%s' failed: %s", config_.remove->c_str(), ec.message().c_str());
       std::fprintf(stderr, "rpmemd: removing '%s' failed: %s\n", config_.remove->c_str(),

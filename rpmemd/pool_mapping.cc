@@ -272,6 +272,24 @@ std::error_code PoolMapping::remove_parts() noexcept {
   return first;
 }
 
+std::vector<FileId> PoolMapping::part_ids() const {
+  std::vector<FileId> ids;
+  ids.reserve(parts_.size());
+  for (const auto &part : parts_) {
+    struct statx st {};
+    FileId id;
+    if (part.fd >= 0 && ::statx(part.fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &st) == 0) {
+      id.dev = uint64_t{st.stx_dev_major} << 32 | st.stx_dev_minor;
+      id.ino = st.stx_ino;
+      if (st.stx_mask & STATX_BTIME)
+        id.born_ns =
+            static_cast<uint64_t>(st.stx_btime.tv_sec) * 1000000000u + st.stx_btime.tv_nsec;
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
 void PoolMapping::discard() noexcept {
   unmap();
   for (auto &part : parts_) {

@@ -63,6 +63,7 @@ class PoolMapping final : public MappedPool {
   std::error_code set_attr(const rpmem::PoolAttr *attr) noexcept override;
   std::error_code persist(size_t offset, size_t len, bool deep) noexcept override;
   std::error_code remove_parts() noexcept override;
+  std::vector<FileId> part_ids() const override;
 
  private:
   using Part = MappedPart;

@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 namespace rpmemd {
 
@@ -34,6 +35,17 @@ namespace rpmemd {
 // absolute, contains a ".." that leads out, or resolves through a symlink
 // outside the pool set directory. The session answers BADNAME (EINVAL).
 inline constexpr int kBadName = EBADF;
+
+// A file's identity: its device, inode and birth time (statx; 0 where the
+// file system keeps none). A part removed and made again, or a pool set
+// that names another file, has another, even where the inode number is
+// used again.
+struct FileId {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  uint64_t born_ns = 0;
+  bool operator==(const FileId &) const = default;
+};
 
 class MappedPool {
  public:
@@ -63,6 +75,8 @@ class MappedPool {
   // Unmaps, unlocks and unlinks the part files (not the pool set file).
   // Used for a failed create and for close with the remove flag.
   virtual std::error_code remove_parts() noexcept = 0;
+  // The identity of each part file, in order.
+  virtual std::vector<FileId> part_ids() const = 0;
 };
 
 class PoolStore {

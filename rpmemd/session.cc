@@ -29,6 +29,17 @@ std::atomic<uint64_t> g_reopened{0};
 
 }  // namespace
 
+std::error_code remove_pool(PoolStore &store, const std::string &pool_set, bool force,
+                            bool remove_poolset) noexcept {
+  std::string poolset_path;
+  const bool has_path = !store.path_of(pool_set, poolset_path);
+  auto ec = store.remove(pool_set, force, remove_poolset);
+  // Removed, the pool has no session any more; refused (it is open, say),
+  // it keeps the one it has.
+  if (!ec && has_path) session_tokens::forget(poolset_path);
+  return ec;
+}
+
 void Session::count_reopened() noexcept { g_reopened.fetch_add(1, std::memory_order_relaxed); }
 
 SessionParams session_params(const Config &config) {
@@ -197,11 +208,8 @@ std::error_code Session::handle_remove(const proto::Bytes &payload) {
   if (pool_) {
     RPMEM_LOG_ERR("remove request in a session that has a pool open");
   } else {
-    std::string poolset_path;
-    if (params_.session_tokens && !store_.path_of(req->pool_set, poolset_path))
-      session_tokens::forget(poolset_path);
-    auto ec = store_.remove(req->pool_set, req->flags & proto::kRemoveForce,
-                            req->flags & proto::kRemovePoolSet);
+    auto ec = remove_pool(store_, req->pool_set, req->flags & proto::kRemoveForce,
+                          req->flags & proto::kRemovePoolSet);
     if (ec)
       RPMEM_LOG_ERR("removing '%s' failed: %s", req->pool_set.c_str(), ec.message().c_str());
     else

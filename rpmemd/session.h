@@ -114,6 +114,7 @@ class Session {
   void issue_token(const proto::PoolRequest &req, const std::string &poolset_path,
                    proto::PoolResponse &resp);
   proto::Status grant_levels(const proto::PoolRequest &req);
+  proto::Status write_back_left_over(bool create);
   static void count_reopened() noexcept;
   std::error_code handle_set_attr(const proto::Bytes &payload);
   std::error_code handle_close(const proto::Bytes &payload);
@@ -145,6 +146,12 @@ class Session {
 // readable when one of them arrives (a Session's `signal_fd`); -1 with
 // errno set when there is none.
 int termination_signal_fd() noexcept;
+
+// rpmemd --remove and a service's remove request: PoolStore::remove, and
+// when it succeeds the pool set's session token goes with it (a failed
+// remove, of an open pool say, keeps it for the session that has it).
+std::error_code remove_pool(PoolStore &store, const std::string &pool_set, bool force,
+                            bool remove_poolset) noexcept;
 
 // Pools reopened by their session after a restart of the service, since
 // this process started.

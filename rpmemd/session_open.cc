@@ -92,11 +92,16 @@ Status Session::open_pool(bool create, const proto::PoolRequest &req, rpmem::Poo
 Status Session::check_pool(bool create, const proto::PoolRequest &req, std::string &poolset_path) {
   if (params_.session_tokens) store_.path_of(req.pool_set, poolset_path);
   if (req.reopen && !create) {
-    if (poolset_path.empty() || !session_tokens::matches(poolset_path, req.token)) {
+    const session_tokens::Verdict v =
+        poolset_path.empty() ? session_tokens::Verdict::kStale
+                             : session_tokens::check(poolset_path, req.token, pool_->part_ids());
+    if (v != session_tokens::Verdict::kMatches) {
       RPMEM_LOG_ERR("cannot reopen pool set '%s' for the session before the restart: %s",
                     req.pool_set.c_str(),
                     poolset_path.empty() ? "this daemon keeps no session tokens"
-                                         : "another session has opened it since");
+                    : v == session_tokens::Verdict::kReplaced
+                        ? "its part files were replaced since (removed and made again)"
+                        : "another session has opened it since");
       return Status::kStale;
     }
     RPMEM_LOG_NOTICE("pool set '%s' reopened by its session of before the restart",
@@ -196,17 +201,25 @@ Status Session::start_target(uint32_t offered, const rpmem::transport::TargetPar
   return Status::kSuccess;
 }
 
-// The pool's new session token, for a client that can reopen with it.
-// Without one (a client that cannot take it, a token that cannot be
-// written) this session has the pool all the same: no earlier session may
-// reopen it then.
+// The pool's new session token, for a client that can reopen with it (a
+// reopen's keeps the token it proved beside, should this answer be lost).
+// Without one (ssh mode, a client that cannot take it, a token that cannot
+// be written) this session has the pool all the same: no earlier session
+// may reopen it then.
 void Session::issue_token(const proto::PoolRequest &req, const std::string &poolset_path,
                           proto::PoolResponse &resp) {
+  if (!params_.session_tokens) {  // ssh mode: not the token's session
+    std::string path;
+    if (!store_.path_of(req.pool_set, path)) session_tokens::forget(path);
+    return;
+  }
   if (poolset_path.empty()) return;
   resp.tokened = req.minor >= proto::kMinorResume;
   proto::SessionToken token{};
-  const std::error_code tec =
-      resp.tokened ? session_tokens::issue(poolset_path, token) : std::error_code{};
+  const std::error_code tec = resp.tokened
+                                  ? session_tokens::issue(poolset_path, pool_->part_ids(),
+                                                          req.reopen ? &req.token : nullptr, token)
+                                  : std::error_code{};
   if (resp.tokened && !tec) {
     resp.token.assign(token.begin(), token.end());
     token_path_ = poolset_path;
@@ -216,6 +229,23 @@ void Session::issue_token(const proto::PoolRequest &req, const std::string &pool
   if (tec)
     RPMEM_LOG_WARN("no session token for '%s' (%s): its client cannot reopen it after a restart",
                    req.pool_set.c_str(), tec.message().c_str());
+}
+
+// A pool in the page cache may hold visible bytes of a session that did not
+// end cleanly (its rpmemd killed): nothing counts them, and no write-back
+// bound covers them any more. They are made persistent before this
+// session's first acknowledgement, whatever its level (a clean pool costs
+// an msync that finds nothing to write).
+Status Session::write_back_left_over(bool create) {
+  rpmem::transport::Persister &persister = pool_->persister();
+  if (create || !persister.traits().visible_cheaper) return Status::kSuccess;
+  if (auto ec = persister.sync_all()) {
+    RPMEM_LOG_ERR("cannot make pool set '%s' persistent at its open: %s", pool_set_.c_str(),
+                  ec.message().c_str());
+    return proto::errno_to_status(ec.value());
+  }
+  RPMEM_LOG_DEBUG("pool set '%s' written back at its open", pool_set_.c_str());
+  return Status::kSuccess;
 }
 
 // The visible level, for a client that can ask for it (minor 7) where this
@@ -276,6 +306,7 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     release(create);
     return s;
   };
+  if (Status s = write_back_left_over(create); s != Status::kSuccess) return undo(s);
   std::string poolset_path;
   if (Status s = check_pool(create, req, poolset_path); s != Status::kSuccess) return undo(s);
   std::string why;

@@ -37,6 +37,14 @@
 # RPMEM_POWERCUT_SEED (the first cut's seed; later cuts add 1),
 # RPMEM_POWERCUT_ACKS (acknowledgements before the cut; default random in
 # 200..799).
+# One more cut on the disk (RPMEM_POWERCUT_CRASH_TRANSPORTS, default tcp;
+# its subject is the persister, not the lanes) is a crash first: a visible
+# pool (visible-writeback 600 s, the guest's own writeback off), rpmemd
+# killed with SIGKILL after a few hundred acknowledgements, the pool opened
+# again by a new rpmemd and one block made persistent, then the power cut:
+# every acknowledgement before the crash, visible ones too, must be on the
+# disk. RPMEM_POWERCUT_RPMEMD runs another rpmemd there (an older build: the
+# negative control, which loses them).
 # Fails when the VM cannot boot, the e2fsprogs tools are missing or (for
 # verbs) BUILD_DIR has no verbs provider; RPMEM_SKIP_VM=1 skips it on
 # purpose. A failed cut keeps its output and dumped parts in
@@ -86,9 +94,10 @@ trap cleanup EXIT
 # daemon's config and log live in the guest's RAM.
 mkdir "$tmp/guest"
 cat >"$tmp/guest/run.sh" <<'GUEST'
-# run.sh TRANSPORT BUILD TOP SEED LANES MAX_STEPS MEDIUM [WRITEBACK_MS]
+# run.sh TRANSPORT BUILD TOP SEED LANES MAX_STEPS MEDIUM [WRITEBACK_MS [CRASH_AFTER RPMEMD]]
 set -e
-transport=$1 build=$2 top=$3 medium=$7 writeback=${8:-}
+transport=$1 build=$2 top=$3 medium=$7 writeback=${8:-} crash_after=${9:-} rpmemd=${10:-}
+rpmemd=${rpmemd:-$build/rpmemd}
 case $medium in
   nvdimm)
     # ext4 -o dax on /dev/pmem0, mounted by the VM at /mnt/pmem; the host
@@ -115,7 +124,13 @@ if [ -n "$writeback" ]; then  # the visible level, a lane's first step persisten
 fi
 sync
 export RPMEM_SSH="$top/tools/local-ssh"
-export RPMEM_CMD="exec $build/rpmemd -c /tmp/pc/rpmemd.conf"
+export RPMEM_CMD="echo \$\$ >/tmp/pc/rpmemd.pid; exec $rpmemd -c /tmp/pc/rpmemd.conf"
+if [ -n "$crash_after" ]; then
+  # Nothing but rpmemd writes the pool back: the kernel's own writeback
+  # waits longer than the test.
+  sysctl -qw vm.dirty_expire_centisecs=360000 vm.dirty_writeback_centisecs=0
+  export POWERCUT_CRASH_AFTER=$crash_after POWERCUT_RPMEMD_PID=/tmp/pc/rpmemd.pid
+fi
 export RPMEM_LOG_LEVEL=2 RPMEM_LOG_FILE=/tmp/pc/client.log
 case $transport in
   tcp) export RPMEM_ENABLE_VERBS=0 ;;
@@ -137,17 +152,22 @@ seed=${RPMEM_POWERCUT_SEED:-$(((RANDOM << 15) | RANDOM))}
 
 # run_cut TRANSPORT N MEDIUM [LEVEL]: one boot, one power cut, one check; 0
 # when nothing was lost. MEDIUM: disk (an ext4 disk image), nvdimm or cxl
-# (fsdax on the device). LEVEL: persistent (default), visible, or negative
+# (fsdax on the device). LEVEL: persistent (default), visible, negative
 # (visible with a bound of 600 s checked at 1000 ms: 0 when the check
-# fails).
+# fails), or crash (visible with a bound of 600 s, rpmemd killed and the
+# pool opened again before the cut: every acknowledgement checked).
 run_cut() {
   local t=$1 n=$2 medium=$3 level=${4:-persistent} d="$tmp/$1-$3-$2" rdma=none acks rc=0 cut=0
-  local got=0 t0=$SECONDS store=() writeback="" bound=()
+  local got=0 t0=$SECONDS store=() writeback="" bound=() crash=()
+  acks=${RPMEM_POWERCUT_ACKS:-$((200 + RANDOM % 600))}
   case $level in
     visible) writeback=1000 bound=(1000) ;;
     negative) writeback=600000 bound=(1000) ;;
+    crash)
+      writeback=600000 bound=(0)
+      crash=("$acks" "${RPMEM_POWERCUT_RPMEMD:-}")
+      d="$d-crash" ;;
   esac
-  acks=${RPMEM_POWERCUT_ACKS:-$((200 + RANDOM % 600))}
   [ "$t" = verbs ] && rdma=rxe
   mkdir "$d"
   if [ "$medium" = nvdimm ]; then
@@ -170,12 +190,18 @@ run_cut() {
   "$vm" --timeout "$vm_timeout" --rdma "$rdma" --qemu-pidfile "$tmp/qemu.pid" \
     "${store[@]}" --share "$tmp/guest" \
     -- sh "$tmp/guest/run.sh" "$t" "$build" "$top" "$seed" "$lanes" "$max_steps" "$medium" $writeback \
-    >"$d/console.log" 2>&1 &
+    "${crash[@]}" >"$d/console.log" 2>&1 &
   vm_job=$!
   while kill -0 "$vm_job" 2>/dev/null; do
     got=$(grep -c '^ack ' "$d/console.log" || true)
     got=${got:-0}
-    if [ "$got" -ge "$acks" ] && [ -s "$tmp/qemu.pid" ]; then
+    local ready=0
+    if [ "$level" = crash ]; then
+      grep -q '^cut-now' "$d/console.log" && ready=1
+    elif [ "$got" -ge "$acks" ]; then
+      ready=1
+    fi
+    if [ $ready = 1 ] && [ -s "$tmp/qemu.pid" ]; then
       kill -KILL "$(cat "$tmp/qemu.pid")" && cut=1
       break
     fi
@@ -268,6 +294,11 @@ for t in $transports; do
     run_cut "$t" 0 disk negative || failed=1
     seed=$((seed + 1))
   fi
+  case " ${RPMEM_POWERCUT_CRASH_TRANSPORTS-tcp} " in
+    *" $t "*)
+      run_cut "$t" 1 disk crash || failed=1
+      seed=$((seed + 1)) ;;
+  esac
   for n in $(seq 1 "${RPMEM_POWERCUT_PMEM_CUTS:-1}"); do
     run_cut "$t" "$n" "$pmem_device" || failed=1
     seed=$((seed + 1))

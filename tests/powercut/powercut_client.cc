@@ -17,13 +17,21 @@
 // PERSISTENT_EVERY-th step of a lane asks for the persistent level and the
 // others take the pool's, visible; a deep persist, which is always
 // persistent (and writes the whole pool back), is a visible persist then.
+// With POWERCUT_CRASH_AFTER=N and POWERCUT_RPMEMD_PID=FILE (where RPMEM_CMD
+// writes rpmemd's pid), the lanes stop after N acknowledgements in all;
+// then rpmemd is killed (SIGKILL), the pool closed and opened again (a new
+// rpmemd), one persistent persist made of a block whose bytes are already
+// there, and the client says "cut-now" and waits for the power to go:
+//   crash PID | reopened | cut-now
 #include "tests/powercut/schedule.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
@@ -66,10 +74,14 @@ uint64_t now_ms() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
 }
 
+// Acknowledgements so far, and the crash's: the lanes stop at it.
+std::atomic<uint64_t> g_acks{0};
+uint64_t g_stop_at = UINT64_MAX;
+
 void run_lane(RPMEMpool *rpp, uint8_t *pool, uint64_t seed, unsigned lane, unsigned lanes,
               unsigned long max_steps, unsigned long persistent_every) {
   powercut::LaneSchedule schedule(seed, lane, lanes);
-  for (unsigned long n = 0; n < max_steps; ++n) {
+  for (unsigned long n = 0; n < max_steps && g_acks.load() < g_stop_at; ++n) {
     const powercut::Step s = schedule.next();
     if (s.blocks.empty()) continue;
     // The level of this step's calls: the pool's, or persistent.
@@ -101,7 +113,44 @@ void run_lane(RPMEMpool *rpp, uint8_t *pool, uint64_t seed, unsigned lane, unsig
       fail(lane, s.blocks.back().index, "drain");
     say("ack %u %" PRIu64 " %c %" PRIu64, lane, s.blocks.back().index, persistent ? 'p' : 'v',
         now_ms());
+    g_acks.fetch_add(1);
   }
+}
+
+// rpmemd dies (SIGKILL: its visible bytes stay in the page cache, counted
+// nowhere), the pool is opened again on a new rpmemd and one block is made
+// persistent; then the power may go. Never returns.
+[[noreturn]] void crash_and_reopen(RPMEMpool *rpp, uint8_t *pool, const char *target,
+                                   const char *set, const char *pid_file) {
+  long pid = 0;
+  if (FILE *f = std::fopen(pid_file, "r")) {
+    if (std::fscanf(f, "%ld", &pid) != 1) pid = 0;
+    std::fclose(f);
+  }
+  if (pid <= 0 || ::kill(static_cast<pid_t>(pid), SIGKILL) != 0) {
+    say("error crash: no rpmemd to kill (%s)", pid_file);
+    std::_Exit(1);
+  }
+  say("crash %ld", pid);
+  rpmem_close(rpp);  // the target is gone: it fails, and frees the pool
+  unsigned nlanes = 1;
+  rpmem_pool_attr attr{};
+  RPMEMpool *again = nullptr;
+  for (int i = 0; i < 50 && !again; ++i) {  // the killed rpmemd's locks go with its exit
+    again = rpmem_open(target, set, pool, powercut::kPoolSize, &nlanes, &attr);
+    if (!again) ::usleep(100000);
+  }
+  if (!again) {
+    say("error reopen: %s (errno %d)", rpmem_errormsg(), errno);
+    std::_Exit(1);
+  }
+  say("reopened");
+  if (rpmem_persist(again, powercut::kHdrSize, 4096, 0, RPMEM_PERSIST_PERSISTENT) != 0) {
+    say("error persist after the reopen: %s", rpmem_errormsg());
+    std::_Exit(1);
+  }
+  say("cut-now");
+  for (;;) ::pause();
 }
 
 }  // namespace
@@ -135,10 +184,14 @@ int main(int argc, char **argv) {
   lanes = std::min(lanes, nlanes);
   say("start seed=%" PRIu64 " lanes=%u size=%zu", seed, lanes, powercut::kPoolSize);
 
+  const char *crash_after = std::getenv("POWERCUT_CRASH_AFTER");
+  const char *pid_file = std::getenv("POWERCUT_RPMEMD_PID");
+  if (crash_after && pid_file) g_stop_at = std::strtoull(crash_after, nullptr, 10);
   std::vector<std::thread> threads;
   for (unsigned lane = 0; lane < lanes; ++lane)
     threads.emplace_back(run_lane, rpp, pool, seed, lane, lanes, max_steps, persistent_every);
   for (auto &t : threads) t.join();
+  if (g_stop_at != UINT64_MAX) crash_and_reopen(rpp, pool, argv[1], argv[2], pid_file);
   if (rpmem_close(rpp) != 0) {
     say("error close: %s", rpmem_errormsg());
     return 1;
