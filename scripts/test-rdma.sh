@@ -32,7 +32,9 @@ vm_verbs_build test-rdma "$build"
 #    AnotherProcessTakesThePool*: its subject is the session token on the
 #    control channel. Restart.* and Service.ARestartPastTheBound* run over
 #    verbs.
-#  SealedLanes.ALaneThatComes*, TlsLanes.ALaneThatComes*: raw tcp peers.
+#  SealedLanes.ALaneThatComes*, TlsLanes.ALaneThatComes*, SealedLanes.AReplayed*:
+#    raw tcp peers (a recorded verbs connect request is VerbsLoop's).
+#  Reopen.*: the session token across faults, on the control channel.
 #  TlsPolicy.*: the TLS policy of the service's control channel (protocol
 #    versions, ciphers, names, CRLs), which no data transport touches; the
 #    service's sessions over verbs run in Service.*.
@@ -46,7 +48,7 @@ vm_verbs_build test-rdma "$build"
 #    ssh and mutated create requests: their subject is the control channel,
 #    the same whatever carries the lanes (ServiceStatus.ShowsWhatEachClient
 #    DidAndTheMetricsCountIt, the lanes' counters, runs).
-exclude='HostileDaemon\.|Stranger\.|NetCut\.|Blip\.|Service\.ARestart(WithSixtyFour|DuringWhichAnother)|ALaneThatComesBack|TlsPolicy\.|ServiceCrowd\.|ServiceAtSoftLimit\.|ServiceFlood\.|ServiceWith'
+exclude='HostileDaemon\.|Stranger\.|NetCut\.|Blip\.|Service\.ARestart(WithSixtyFour|DuringWhichAnother)|ALaneThatComesBack|SealedLanes\.AReplayed|Reopen\.|TlsPolicy\.|ServiceCrowd\.|ServiceAtSoftLimit\.|ServiceFlood\.|ServiceWith'
 exclude+='|Service\.(ReportsReadiness|TellsSystemd|TakesTheListeningSocket|ANotificationSocket)|ServiceStatus\.(BadRequests|CountsRefusals|TellsSystemd)|ServiceMetricsTcp\.|ServiceUnderSystemd\.|ServiceStatusGroup\.|RealSsh\.RemoveRuns|HostileClient\.RandomlyMutated'
 tmp=$(mktemp -d /tmp/rpmem-test-rdma.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
