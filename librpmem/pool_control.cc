@@ -92,10 +92,7 @@ int remove_from_service(const TargetAddress &target, const Settings &settings,
 constexpr std::chrono::milliseconds kLostCloseWait{200};
 
 int Pool::set_attr(const PoolAttr *attr) noexcept try {
-  if (int err = error_.load()) {
-    set_errormsg("connection lost: %s", lost_why().c_str());
-    return err;
-  }
+  if (int err = life_.admit(PoolCall::kSetAttr)) return err;
   std::lock_guard lock(control_mu_);
   proto::SetAttrRequest req;
   if (attr) req.attr = *attr;
@@ -120,14 +117,15 @@ int Pool::close() noexcept try {
   stop_keepalive();
   std::lock_guard lock(control_mu_);
   lanes_.clear();  // closes every data connection
-  if (error_.load()) {
+  if (int err = life_.admit(PoolCall::kClose)) {
     // The target is lost: nobody would answer a close request. rpmemd ends
     // the session on its own (the control channel's end, or its
     // peer-timeout); what was acknowledged is durable there.
+    life_.close();
     channel_->close(kLostCloseWait);
-    set_errormsg("close request failed: %s", lost_why().c_str());
-    return ECONNRESET;
+    return err;
   }
+  life_.close();
   const auto timeout = settings_.control_timeout();
   proto::Status status = proto::Status::kSuccess;
   std::error_code ec = status_exchange(*channel_, proto::encode(proto::CloseRequest{0}),

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Pool's data path: persist, deep_persist, flush, drain and read on a lane,
-// their argument checks, and a lane's failure made the pool's (sticky).
+// their argument checks, the pool's state asked once (PoolLife::admit), and
+// a lane lost for good made the pool's loss.
 #include "librpmem/errormsg.h"
 #include "librpmem/pool.h"
 
@@ -44,15 +45,15 @@ unsigned Pool::lane_flags(unsigned flags) const noexcept {
                                                                       : 0);
 }
 
-int Pool::check(size_t offset, size_t length, unsigned lane, bool guard_header) noexcept {
+// A write into the header of a pool that has one is a bad argument first
+// (whatever the pool's state); then the state, the lane, the range.
+int Pool::check(PoolCall call, size_t offset, size_t length, unsigned lane,
+                bool guard_header) noexcept {
   if (guard_header && has_headers_ && offset < kPoolHdrSize && length > 0) {
     set_errormsg("offset (%zu) in pool is less than %zu bytes", offset, kPoolHdrSize);
     return EINVAL;
   }
-  if (int err = error_.load(std::memory_order_relaxed)) {
-    set_errormsg("connection lost: %s", lost_why().c_str());
-    return err;
-  }
+  if (int err = life_.admit(call)) return err;
   if (lane >= lanes_.size()) {
     set_errormsg("invalid lane number (%u), pool has %zu lanes", lane, lanes_.size());
     return EINVAL;
@@ -64,73 +65,85 @@ int Pool::check(size_t offset, size_t length, unsigned lane, bool guard_header) 
   return 0;
 }
 
-int Pool::lane_result(std::error_code ec, const char *op, unsigned lane) noexcept {
+int Pool::lane_result(std::error_code ec, PoolCall call, const char *op, unsigned lane) noexcept {
   if (!ec) return 0;
-  int err = ec.value();
+  const int err = ec.value();
   if (err == ECONNRESET || err == EPROTO) {
-    // The target is gone for good (the lane rode out what it could): fail
-    // every lane now, so that calls blocked on other lanes return too, and
+    // The target is gone for good (the lane rode out what it could): the
+    // pool is lost, so that calls blocked on other lanes return too, and
     // every later call fails fast.
     std::string why;
     try {
-      why = lanes_[lane]->failure();
+      why = lanes_.with(lane, [](transport::InitiatorLane &l) { return l.failure(); });
     } catch (...) {
     }
-    if (why.empty()) why = strerror(err);
-    lose(why);
-    set_errormsg("%s operation failed: %s", op, lost_why().c_str());
-    return ECONNRESET;
+    life_.lose(why.empty() ? strerror(err) : why);
+    return life_.lost_error(call);
   }
   set_errormsg("%s operation failed: %s", op, strerror(err));
   return err;
 }
 
-int Pool::write_range(transport::DataOp op, const char *name, size_t offset, size_t length,
-                      unsigned lane, unsigned flags) noexcept {
+int Pool::write_range(transport::DataOp op, PoolCall call, const char *name, size_t offset,
+                      size_t length, unsigned lane, unsigned flags) noexcept {
   if (int err = check_flags(flags, RPMEM_PERSIST_RELAXED | kLevels)) return err;
-  if (int err = check(offset, length, lane, true)) return err;
+  if (int err = check(call, offset, length, lane, true)) return err;
   if (length == 0) return 0;
-  return lane_result(lanes_[lane]->write(op, offset, length, lane_flags(flags)), name, lane);
+  const unsigned lf = lane_flags(flags);
+  const std::error_code ec = lanes_.with(
+      lane, [&](transport::InitiatorLane &l) { return l.write(op, offset, length, lf); });
+  return lane_result(ec, call, name, lane);
 }
 
 int Pool::persist(size_t offset, size_t length, unsigned lane, unsigned flags) noexcept {
-  return write_range(transport::DataOp::kPersist, "persist", offset, length, lane, flags);
+  return write_range(transport::DataOp::kPersist, PoolCall::kPersist, "persist", offset, length,
+                     lane, flags);
 }
 
-// PMDK's deep_persist and read had one text for every failure after the
-// header check: "persist operation failed" and "read operation failed: ...".
-// What went wrong is in the library's log.
+// PMDK's deep_persist had one text for every failure after the header
+// check: "persist operation failed". What went wrong is in the library's
+// log.
 int Pool::deep_persist(size_t offset, size_t length, unsigned lane) noexcept {
-  if (error_.load(std::memory_order_relaxed) || (has_headers_ && offset < kPoolHdrSize && length))
-    return check(offset, length, lane, true);  // the header, or a lost connection
-  int err = check(offset, length, lane, false);
-  if (err == 0 && length > 0)
-    err = lane_result(lanes_[lane]->write(transport::DataOp::kDeepPersist, offset, length, 0),
-                      "persist", lane);
+  if (has_headers_ && offset < kPoolHdrSize && length)
+    return check(PoolCall::kDeepPersist, offset, length, lane, true);
+  if (int err = life_.admit(PoolCall::kDeepPersist)) return err;
+  int err = check(PoolCall::kDeepPersist, offset, length, lane, false);
+  if (err == 0 && length > 0) {
+    const std::error_code ec = lanes_.with(lane, [&](transport::InitiatorLane &l) {
+      return l.write(transport::DataOp::kDeepPersist, offset, length, 0);
+    });
+    err = lane_result(ec, PoolCall::kDeepPersist, "persist", lane);
+  }
   if (err != 0) set_errormsg("persist operation failed");
   return err;
 }
 
 int Pool::flush(size_t offset, size_t length, unsigned lane, unsigned flags) noexcept {
-  return write_range(transport::DataOp::kFlush, "flush", offset, length, lane, flags);
+  return write_range(transport::DataOp::kFlush, PoolCall::kFlush, "flush", offset, length, lane,
+                     flags);
 }
 
 int Pool::drain(unsigned lane, unsigned flags) noexcept {
   if (int err = check_flags(flags, kLevels)) return err;
-  if (int err = check(0, 0, lane, false)) return err;
-  return lane_result(lanes_[lane]->drain(lane_flags(flags)), "drain", lane);
+  if (int err = check(PoolCall::kDrain, 0, 0, lane, false)) return err;
+  const unsigned lf = lane_flags(flags);
+  const std::error_code ec =
+      lanes_.with(lane, [&](transport::InitiatorLane &l) { return l.drain(lf); });
+  return lane_result(ec, PoolCall::kDrain, "drain", lane);
 }
 
+// PMDK's read said "read operation failed: " and why, for a bad argument
+// too.
 int Pool::read(void *buf, size_t offset, size_t length, unsigned lane) noexcept {
-  if (error_.load(std::memory_order_relaxed)) return check(offset, length, lane, false);
-  int err = check(offset, length, lane, false);
-  if (err == 0 && length > 0)
-    err = lane_result(lanes_[lane]->read(buf, offset, length), "read", lane);
-  if (err == ECONNRESET)
-    set_errormsg("read operation failed: %s", lost_why().c_str());
-  else if (err != 0)
+  if (int err = life_.admit(PoolCall::kRead)) return err;
+  if (int err = check(PoolCall::kRead, offset, length, lane, false)) {
     set_errormsg("read operation failed: %s", strerror(err));
-  return err;
+    return err;
+  }
+  if (length == 0) return 0;
+  const std::error_code ec =
+      lanes_.with(lane, [&](transport::InitiatorLane &l) { return l.read(buf, offset, length); });
+  return lane_result(ec, PoolCall::kRead, "read", lane);
 }
 
 }  // namespace rpmem

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Pool's life beside the data path: the keepalive thread that watches the
-// control channel, reopening the pool on a restarted service (the lanes then
-// come back to the new session), and the pool's loss (sticky).
+// control channel, and the pool coming back when the service that serves
+// it restarted (reopened through the same handshake as the first open, its
+// lanes pointed at the new session) or lost when it cannot.
 #include "common/log.h"
 #include "common/text.h"
 #include "common/transport/tcp/sealed_stream.h"
+#include "librpmem/errormsg.h"
 #include "librpmem/pool.h"
-#include "librpmem/tls_channel.h"
 
 #include <fcntl.h>
 #include <openssl/crypto.h>
@@ -23,6 +24,10 @@ using proto::MsgType;
 // rpmemd ends a session whose keepalives stop for its peer-timeout (at
 // least 10 s).
 constexpr std::chrono::seconds kKeepaliveInterval{3};
+// A reopen's tries: each step of one within this, and the next try this
+// long after one that failed at once (the service not listening yet).
+constexpr std::chrono::seconds kReopenStep{2};
+constexpr std::chrono::milliseconds kReopenPause{200};
 
 void Pool::start_keepalive(bool send_keepalives) {
   const int watched = channel_->hangup_fd();
@@ -74,7 +79,7 @@ void Pool::watch_channel(int &hangup, bool send_keepalives) noexcept {
       }
       // PMDK's words for it in rpmem_errormsg(); the detail in the log.
       RPMEM_LOG_ERR("the target's rpmemd ended the session (its control channel closed)");
-      lose(strerror(ECONNRESET));
+      life_.lose(strerror(ECONNRESET));
       return;
     }
   }
@@ -85,73 +90,37 @@ bool Pool::stop_requested() const noexcept {
   return ::poll(&p, 1, 0) == 1;
 }
 
-// One attempt at reopening, within `left`: the new channel and its answer,
-// or why not (`fatal`: no later attempt can do better).
-struct ReopenTry {
-  std::unique_ptr<ControlChannel> channel;
-  proto::PoolResponse resp;
-  std::string why;
-  bool fatal = false;
-};
-
-namespace {
-
-ReopenTry reopen_once(const TargetAddress &target, const Settings &settings,
-                      const proto::PoolRequest &req, std::chrono::milliseconds left) {
-  ReopenTry t;
-  const auto step = std::min<std::chrono::milliseconds>(left, std::chrono::seconds(2));
-  auto tls = TlsChannel::connect(target, settings, step);
-  if (!tls) {
-    t.why = tls.error().message;
-    return t;
-  }
-  auto &ch = *tls.value();
-  proto::Bytes payload;
-  std::optional<proto::Hello> hello;
-  if (auto ec = ch.recv(MsgType::kHello, payload, step)) {
-    t.why = "no hello: " + ec.message();
-    return t;
-  }
-  if (!(hello = proto::decode_hello(payload)) || hello->status != 0) {
-    t.why = "the service refused the connection";
-    return t;
-  }
-  if (hello->major != proto::kMajor || hello->minor < proto::kMinorResume) {
-    t.why = "the restarted service cannot reopen pools (protocol " + std::to_string(hello->major) +
-            "." + std::to_string(hello->minor) + ")";
-    t.fatal = true;
-    return t;
-  }
-  std::optional<proto::PoolResponse> resp;
-  proto::PoolRequest sent = req;
-  sent.leveled = req.leveled && hello->minor >= proto::kMinorLevels;
-  if (auto ec = ch.send(proto::encode(MsgType::kOpen, sent), step)) {
-    t.why = "sending the open request: " + ec.message();
-    return t;
-  }
-  if (auto ec = ch.recv(MsgType::kPoolResp, payload, left)) {
-    t.why = "no answer to the open request: " + ec.message();
-    return t;
-  }
-  if (!(resp = proto::decode_pool_response(payload))) {
-    t.why = "invalid response from the target";
-    t.fatal = true;
-    return t;
-  }
-  t.resp = std::move(*resp);
-  t.channel = std::move(tls.value());
-  return t;
+int Pool::reopen_once(Handshake &hs, std::chrono::milliseconds left, bool &fatal) {
+  Reopen &r = *reopen_;
+  HandshakeArgs ha;
+  ha.target = r.target;
+  ha.transports = r.request.transports;
+  ha.step = std::min<std::chrono::milliseconds>(left, kReopenStep);
+  ha.answer = left;
+  std::copy(r.token.begin(), r.token.end(), r.request.token.begin());
+  ha.request = [&](const proto::Hello &hello, proto::PoolRequest &req) {
+    if (hello.minor < proto::kMinorResume) {
+      fatal = true;
+      set_errormsg("the restarted service cannot reopen pools (protocol %u.%u)", hello.major,
+                   hello.minor);
+      return EPROTONOSUPPORT;
+    }
+    req = r.request;
+    req.leveled = r.request.leveled && hello.minor >= proto::kMinorLevels;
+    return 0;
+  };
+  const int err = handshake(connector_, settings_, ha, hs);
+  if (err == EPROTO || err == ENOMEDIUM) fatal = true;  // an answer no try does better
+  return err;
 }
 
-}  // namespace
-
-// Puts the reopened session (`t`, its channel open) in the old one's
+// Puts the reopened session (`hs`, its channel open) in the old one's
 // place: the lanes' new route, the new channel, `hangup` its descriptor.
 // False with `why` when the pool it opened cannot take the place (then its
 // channel is closed again).
-bool Pool::take_reopened(ReopenTry &t, int &hangup, std::string &why) {
+bool Pool::take_reopened(Handshake &hs, int &hangup, std::string &why) {
   Reopen &r = *reopen_;
-  const proto::PoolResponse &resp = t.resp;
+  const proto::PoolResponse &resp = hs.response;
   if (resp.status != proto::Status::kSuccess) {
     why = resp.status == proto::Status::kStale
               ? "the pool was opened by another session while the service restarted (or its files "
@@ -179,16 +148,16 @@ bool Pool::take_reopened(ReopenTry &t, int &hangup, std::string &why) {
     other = "the service gave no session token";
   transport::LaneRoute::Where where{resp.port, resp.secret, {}, resp.provider_data};
   if (!other && (r.lane_flags & proto::kLaneSealed) &&
-      !t.channel->export_keying_material(where.master.data(), where.master.size(),
-                                         transport::tcp::kSealExporterLabel, resp.secret.data(),
-                                         resp.secret.size()))
+      !hs.channel->export_keying_material(where.master.data(), where.master.size(),
+                                          transport::tcp::kSealExporterLabel, resp.secret.data(),
+                                          resp.secret.size()))
     other = "its sealed lanes cannot be keyed";
   if (other) {
     proto::CloseRequest close{0};
     proto::Bytes ignored;
-    if (!t.channel->send(proto::encode(close), std::chrono::seconds(1)))
-      t.channel->recv(MsgType::kCloseResp, ignored, std::chrono::seconds(1));
-    t.channel->close(std::chrono::milliseconds(200));
+    if (!hs.channel->send(proto::encode(close), std::chrono::seconds(1)))
+      hs.channel->recv(MsgType::kCloseResp, ignored, std::chrono::seconds(1));
+    hs.channel->close(std::chrono::milliseconds(200));
     why = std::string("the reopened pool cannot take the session's place: ") + other;
     return false;
   }
@@ -199,11 +168,11 @@ bool Pool::take_reopened(ReopenTry &t, int &hangup, std::string &why) {
     visible_granted_.store(false);
   r.route->set(where);
   OPENSSL_cleanse(where.master.data(), where.master.size());
-  const int fd = t.channel->hangup_fd();
+  const int fd = hs.channel->hangup_fd();
   {
     std::lock_guard lock(control_mu_);
     channel_->close(std::chrono::milliseconds(0));
-    channel_ = std::move(t.channel);
+    channel_ = std::move(hs.channel);
   }
   if (hangup >= 0) ::close(hangup);
   hangup = fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
@@ -215,6 +184,7 @@ bool Pool::reopen(int &hangup) noexcept try {
   Reopen &r = *reopen_;
   const auto start = Clock::now();
   const auto deadline = start + settings_.timeout;
+  life_.coming_back();
   RPMEM_LOG_WARN("%s: the service ended the session; opening pool '%s' again",
                  r.target.host.c_str(), r.request.pool_set.c_str());
   std::string why = "no answer";
@@ -224,36 +194,31 @@ bool Pool::reopen(int &hangup) noexcept try {
     const auto now = Clock::now();
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now);
     if (left.count() <= 0) break;
-    std::copy(r.token.begin(), r.token.end(), r.request.token.begin());
-    ReopenTry t = reopen_once(r.target, settings_, r.request, left);
-    if (t.channel && t.resp.status == proto::Status::kBusy) {
+    Handshake hs;
+    const int err = reopen_once(hs, left, fatal);
+    if (!err && hs.response.status == proto::Status::kBusy) {
       // A session of the restarted service that took the pool (a reopen
       // whose answer was lost) still holds it, until it sees that its
       // client is gone: the next try a little later.
-      t.channel->close(std::chrono::milliseconds(200));
-      t.channel.reset();
-      t.why = "the pool is busy (an earlier try still holds it)";
-    }
-    if (t.channel) {
-      if (!take_reopened(t, hangup, why)) {
+      hs.channel->close(std::chrono::milliseconds(200));
+      why = "the pool is busy (an earlier try still holds it)";
+    } else if (!err) {
+      if (!take_reopened(hs, hangup, why)) {
         fatal = true;
         break;
       }
+      life_.back();
       RPMEM_LOG_NOTICE(
           "%s: pool '%s' reopened after %lld ms, the service having restarted",
           r.target.host.c_str(), r.request.pool_set.c_str(),
           static_cast<long long>(
               std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count()));
       return true;
+    } else {
+      why = errormsg();
+      if (fatal) break;
     }
-    why = t.why;
-    if (t.fatal) {
-      fatal = true;
-      break;
-    }
-    // A refusal comes at once (the service not listening yet): the next
-    // try a little later.
-    const auto next = now + std::chrono::milliseconds(200);
+    const auto next = now + kReopenPause;
     pollfd p{keepalive_stop_fd_, POLLIN, 0};
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
     if (wait.count() > 0 && ::poll(&p, 1, static_cast<int>(wait.count())) == 1) return false;
@@ -262,10 +227,10 @@ bool Pool::reopen(int &hangup) noexcept try {
     RPMEM_LOG_ERR("the service did not come back (last try: %s)", why.c_str());
     why = no_answer_text(settings_.timeout) + " (the service did not come back)";
   }
-  lose(why);
+  life_.lose(why);
   return false;
 } catch (...) {
-  lose("out of memory while reopening the pool");
+  life_.lose("out of memory while reopening the pool");
   return false;
 }
 
@@ -276,24 +241,6 @@ void Pool::stop_keepalive() noexcept {
   if (keepalive_.joinable()) keepalive_.join();
   ::close(keepalive_stop_fd_);
   keepalive_stop_fd_ = -1;
-}
-
-void Pool::lose(const std::string &why) noexcept {
-  int expected = 0;
-  if (!error_.compare_exchange_strong(expected, ECONNRESET)) return;
-  try {
-    std::lock_guard lock(lost_mu_);
-    lost_why_ = why;
-  } catch (...) {
-  }
-  RPMEM_LOG_ERR("target lost: %s", why.c_str());
-  // Calls blocked on other lanes return now, not at their bound.
-  for (auto &l : lanes_) l->shutdown();
-}
-
-std::string Pool::lost_why() const {
-  std::lock_guard lock(lost_mu_);
-  return lost_why_.empty() ? strerror(ECONNRESET) : lost_why_;
 }
 
 }  // namespace rpmem

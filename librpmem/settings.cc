@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Reading the library's environment variables.
+// The library's environment: kVariables, one row a variable, and the
+// readers its rows use.
 #include "librpmem/settings.h"
 
 #include "common/log.h"
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -23,73 +24,140 @@ std::atomic<unsigned> g_cmd_index{0};
 // choose the ssh program, the remote command, the TLS files or a log file.
 const char *env(const char *name) { return ::secure_getenv(name); }
 
-// A positive decimal integer, clamped to UINT_MAX; invalid values are logged
-// and ignored, as PMDK did. An empty value is no value (PMDK's test
-// framework exports RPMEM_MAX_NLANES= empty): ignored without a word.
-void read_positive(const char *name, unsigned &out) {
-  const char *v = env(name);
-  if (!v || *v == '\0') return;
-  errno = 0;
-  char *end = nullptr;
-  long long n = std::strtoll(v, &end, 10);
-  if (errno == ERANGE && n > 0) n = UINT_MAX;
-  if (end == v || *end != '\0' || n <= 0) {
-    RPMEM_LOG_ERR("%s: invalid value '%s', ignored", name, v);
-    return;
-  }
-  out = n > static_cast<long long>(UINT_MAX) ? UINT_MAX : static_cast<unsigned>(n);
+// The logging variables' values, read once (init_logging_once).
+struct LogSettings {
+  int level = 0;
+  std::string file;
+};
+LogSettings g_log;
+
+// Text as it is; empty, the default.
+template <std::string Settings::*M>
+bool text(const Variable &, const char *value, Settings &s) {
+  if (*value != '\0') s.*M = value;
+  return true;
 }
 
-// A decimal integer: non-zero enables. A value that does not parse counts as
-// 0 (PMDK disabled verbs on garbage; we keep that for both).
-bool read_enable(const char *name, bool dflt) {
-  const char *v = env(name);
-  if (!v) return dflt;
+// Commands separated by '|'; empty, the default.
+bool commands(const Variable &, const char *value, Settings &s) {
+  if (*value == '\0') return true;
+  s.cmds.clear();
+  const std::string all(value);
+  for (size_t start = 0;;) {
+    const size_t bar = all.find('|', start);
+    s.cmds.push_back(all.substr(start, bar - start));
+    if (bar == std::string::npos) return true;
+    start = bar + 1;
+  }
+}
+
+// A positive decimal integer, clamped to UINT_MAX (as PMDK did). Empty is
+// no value: PMDK's test framework exports RPMEM_MAX_NLANES= empty, which
+// PMDK ignored without a word.
+template <unsigned Settings::*M>
+bool count(const Variable &, const char *value, Settings &s) {
+  if (*value == '\0') return true;
+  errno = 0;
   char *end = nullptr;
-  long n = std::strtol(v, &end, 10);
-  if (end == v || *end != '\0') return false;
-  return n != 0;
+  long long n = std::strtoll(value, &end, 10);
+  if (errno == ERANGE && n > 0) n = UINT_MAX;
+  if (end == value || *end != '\0' || n <= 0) return false;
+  s.*M = n > static_cast<long long>(UINT_MAX) ? UINT_MAX : static_cast<unsigned>(n);
+  return true;
+}
+
+// A decimal integer: non-zero enables. A value that does not parse counts
+// as 0 (PMDK disabled verbs on garbage; we keep that for every switch).
+template <bool Settings::*M>
+bool on_off(const Variable &, const char *value, Settings &s) {
+  char *end = nullptr;
+  const long n = std::strtol(value, &end, 10);
+  s.*M = end != value && *end == '\0' && n != 0;
+  return true;
+}
+
+// Seconds, with fractions, in (0, 86400); at least a millisecond.
+bool seconds(const Variable &, const char *value, Settings &s) {
+  char *end = nullptr;
+  const double secs = std::strtod(value, &end);
+  if (end == value || *end != '\0' || !(secs > 0 && secs < 86400)) return false;
+  s.timeout = std::chrono::milliseconds(std::max(1L, std::lround(secs * 1000)));
+  return true;
+}
+
+// persistent or visible (empty: the default); anything else fails create
+// and open.
+bool durability(const Variable &v, const char *value, Settings &s) {
+  if (*value == '\0') return true;
+  if (std::strcmp(value, "visible") == 0 || std::strcmp(value, "persistent") == 0) {
+    s.visible = value[0] == 'v';
+    return true;
+  }
+  s.bad = std::string(v.name) + ": invalid value '" + value + "' (persistent or visible)";
+  return false;
+}
+
+// 0 nothing .. 5 debug (anything that is not a number is 0).
+bool log_level(const Variable &, const char *value, Settings &) {
+  g_log.level = std::atoi(value);
+  return true;
+}
+
+bool log_file(const Variable &, const char *value, Settings &) {
+  g_log.file = value;
+  return true;
+}
+
+// The rows, in librpmem(7)'s order. `fallback` is what its entry says
+// after "Default:", and for a value a reader takes, the default of Settings.
+constexpr Variable kVariables[] = {
+    {"RPMEM_DURABILITY", "persistent", "The pool's durability level, read at create and open",
+     false, durability},
+    {"RPMEM_SSH", "ssh", "The remote shell, one word without arguments", false,
+     text<&Settings::ssh>},
+    {"RPMEM_CMD", "rpmemd", "The command run on the target by the remote shell", false, commands},
+    {"RPMEM_MAX_NLANES", "none", "Upper bound on the lanes requested", false,
+     count<&Settings::max_nlanes>},
+    {"RPMEM_WORK_QUEUE_SIZE", "50", "Flushes a lane may have posted before one must go out", false,
+     count<&Settings::work_queue_size>},
+    {"RPMEM_ENABLE_SOCKETS", "1", "0 disables the tcp transport", false,
+     on_off<&Settings::enable_sockets>},
+    {"RPMEM_ENABLE_VERBS", "1", "0 disables the verbs transport", false,
+     on_off<&Settings::enable_verbs>},
+    {"RPMEM_TIMEOUT", "20", "Seconds any call may stall for the target, outages included", false,
+     seconds},
+    {"RPMEM_DATA_TLS", "0", "1: the data lanes run inside TLS", false, on_off<&Settings::data_tls>},
+    {"RPMEM_DATA_SEAL", "1", "1 or unset: when the lanes are encrypted, the client offers to seal",
+     false, on_off<&Settings::data_seal>},
+    {"RPMEM_TLS_CERT", "none", "For rpmems:// targets: the client's certificate", false,
+     text<&Settings::tls_cert>},
+    {"RPMEM_TLS_KEY", "none", "For rpmems:// targets: the client's certificate", false,
+     text<&Settings::tls_key>},
+    {"RPMEM_TLS_CA", "none", "For rpmems:// targets: the client's certificate", false,
+     text<&Settings::tls_ca>},
+    {"RPMEM_LOG_LEVEL", "0", "0 nothing", true, log_level},
+    {"RPMEM_LOG_FILE", "standard error", "Where the log goes", true, log_file},
+};
+
+// Reads the variables of `once` or not into `s`: a wrong value is logged
+// and ignored, or fails the call (s.bad).
+void read_all(bool once, Settings &s) {
+  for (const Variable &v : kVariables) {
+    if (v.once != once) continue;
+    const char *value = env(v.name);
+    if (!value) continue;
+    if (!v.read(v, value, s) && s.bad.empty())
+      RPMEM_LOG_ERR("%s: invalid value '%s', ignored", v.name, value);
+  }
 }
 
 }  // namespace
 
+std::span<const Variable> variables() { return kVariables; }
+
 Settings Settings::from_env() {
   Settings s;
-  if (const char *v = env("RPMEM_SSH"); v && *v) s.ssh = v;
-  if (const char *v = env("RPMEM_CMD"); v && *v) {
-    s.cmds.clear();
-    std::string all(v);
-    size_t start = 0;
-    for (;;) {
-      size_t bar = all.find('|', start);
-      s.cmds.push_back(all.substr(start, bar - start));
-      if (bar == std::string::npos) break;
-      start = bar + 1;
-    }
-  }
-  read_positive("RPMEM_MAX_NLANES", s.max_nlanes);
-  read_positive("RPMEM_WORK_QUEUE_SIZE", s.work_queue_size);
-  s.enable_verbs = read_enable("RPMEM_ENABLE_VERBS", true);
-  s.enable_sockets = read_enable("RPMEM_ENABLE_SOCKETS", true);
-  s.data_tls = read_enable("RPMEM_DATA_TLS", false);
-  s.data_seal = read_enable("RPMEM_DATA_SEAL", true);
-  if (const char *v = env("RPMEM_TLS_CERT")) s.tls_cert = v;
-  if (const char *v = env("RPMEM_TLS_KEY")) s.tls_key = v;
-  if (const char *v = env("RPMEM_TLS_CA")) s.tls_ca = v;
-  if (const char *v = env("RPMEM_DURABILITY"); v && *v) {
-    if (std::strcmp(v, "visible") == 0)
-      s.visible = true;
-    else if (std::strcmp(v, "persistent") != 0)
-      s.durability_bad = v;
-  }
-  if (const char *v = env("RPMEM_TIMEOUT")) {
-    char *end = nullptr;
-    double secs = std::strtod(v, &end);
-    if (end != v && *end == '\0' && secs > 0 && secs < 86400)
-      s.timeout = std::chrono::milliseconds(std::max(1L, static_cast<long>(secs * 1000)));
-    else
-      RPMEM_LOG_ERR("RPMEM_TIMEOUT: invalid value '%s', ignored", v);
-  }
+  read_all(false, s);
   return s;
 }
 
@@ -101,16 +169,12 @@ std::string Settings::next_cmd() const {
 void init_logging_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    const char *lvl = env("RPMEM_LOG_LEVEL");
-    if (!lvl) return;
-    int n = std::atoi(lvl);
-    if (n <= 0) return;
-    auto level = n >= 5 ? log::Level::kDebug : static_cast<log::Level>(n);
-    std::string file;
-    if (const char *f = env("RPMEM_LOG_FILE"); f && *f) {
-      file = f;
-      if (file.back() == '-') file += std::to_string(getpid());
-    }
+    Settings ignored;
+    read_all(true, ignored);
+    if (g_log.level <= 0) return;
+    auto level = g_log.level >= 5 ? log::Level::kDebug : static_cast<log::Level>(g_log.level);
+    std::string file = g_log.file;
+    if (!file.empty() && file.back() == '-') file += std::to_string(getpid());
     if (file.empty() || !log::configure(level, log::Sink::kFile, file, "librpmem"))
       log::configure(level, log::Sink::kStderr, {}, "librpmem");
   });

@@ -1,16 +1,18 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Settings: what the environment tells the library (RPMEM_SSH, RPMEM_CMD,
-// RPMEM_MAX_NLANES, RPMEM_WORK_QUEUE_SIZE, RPMEM_ENABLE_VERBS,
-// RPMEM_ENABLE_SOCKETS, RPMEM_TIMEOUT, RPMEM_TLS_*, RPMEM_DATA_TLS), read at each
-// create/open/remove, and
-// the logging variables (RPMEM_LOG_LEVEL, RPMEM_LOG_FILE), read once; all
-// through secure_getenv (ignored in secure-execution mode).
+// Settings: what the environment tells the library. Every variable is one
+// row of kVariables (settings.cc): its name, how its value is read and
+// bounded, its default and the words librpmem(7)'s ENVIRONMENT opens its
+// entry with; tests/unit/librpmem/environment_doc_test.cc holds the man
+// page and the table to each other. The logging variables are read once
+// per process (init_logging_once), the others at each create, open and
+// remove; all through secure_getenv (ignored in secure-execution mode).
 #ifndef RPMEM_LIBRPMEM_SETTINGS_H
 #define RPMEM_LIBRPMEM_SETTINGS_H
 
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,11 +44,12 @@ struct Settings {
   // RPMEM_DATA_SEAL (default 1): encrypted lanes may be sealed AES-GCM
   // frames rather than TLS, where the daemon offers them; 0: TLS only.
   bool data_seal = true;
-  // RPMEM_DURABILITY: the pool's level, persistent (the default) or
-  // visible; `durability_bad` holds any other value (create and open then
-  // fail with EINVAL).
+  // RPMEM_DURABILITY: the pool's level, persistent (the default) or visible.
   bool visible = false;
-  std::string durability_bad;
+  // Why create and open must fail with EINVAL (a variable read at create
+  // and open with a value it does not take), in rpmem_errormsg()'s words;
+  // empty when none.
+  std::string bad;
 
   static Settings from_env();
   std::chrono::milliseconds control_timeout() const {
@@ -54,7 +57,26 @@ struct Settings {
   }
   // The next RPMEM_CMD entry, round robin over the process (thread-safe).
   std::string next_cmd() const;
+  bool operator==(const Settings &) const = default;
 };
+
+// One variable of the environment.
+struct Variable {
+  const char *name;
+  // Its default, as librpmem(7) gives it after "Default:".
+  const char *fallback;
+  // The words librpmem(7)'s entry for it opens with.
+  const char *summary;
+  // Read once per process (the log's), else at each create, open, remove.
+  bool once;
+  // Takes `value` into `s`: false when it is not a value the variable
+  // takes (it is then ignored and logged, or, where a wrong value must not
+  // be ignored, s.bad says why).
+  bool (*read)(const Variable &v, const char *value, Settings &s);
+};
+
+// The table, in librpmem(7)'s order.
+std::span<const Variable> variables();
 
 // Applies RPMEM_LOG_LEVEL / RPMEM_LOG_FILE, once per process.
 void init_logging_once();

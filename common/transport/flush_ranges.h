@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The ranges a lane has flushed and not yet made durable (a tcp lane's
-// posted flushes, a GPSPM lane's RDMA WRITEs) since its last
-// drain: what the drain asks the target to make durable. Adjacent and
+// posted flushes, a verbs lane's RDMA WRITEs) since its last drain: what a
+// GPSPM drain asks the target to make durable, what a lane that comes back
+// writes again, and what it answers InitiatorLane::unacknowledged() with;
+// one implementation for every transport. Adjacent and
 // overlapping ranges merge; past `capacity` ranges everything collapses into
 // one covering range (flushing more than was written is harmless).
 // Not thread-safe: one per lane.
@@ -15,11 +17,16 @@
 
 namespace rpmem::transport {
 
+// A range of the pool: [offset, offset + length).
+struct PoolRange {
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  bool operator==(const PoolRange &) const = default;
+};
+
 class FlushRanges {
  public:
-  struct Range {
-    uint64_t offset, length;
-  };
+  using Range = PoolRange;
   // Requires: capacity >= 1.
   explicit FlushRanges(size_t capacity) : capacity_(capacity) { ranges_.reserve(capacity); }
 

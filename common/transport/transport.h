@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/proto.h"
+#include "common/transport/flush_ranges.h"
 #include "common/transport/lane_stats.h"
 #include "common/transport/persister.h"
 
@@ -60,6 +61,12 @@ class InitiatorLane {
   virtual std::error_code read(void *dst, uint64_t offset, uint64_t length) noexcept = 0;
   // Fails any call in progress and every later one with ECONNRESET.
   virtual void shutdown() noexcept = 0;
+  // The ranges of the pool this lane wrote or posted and the target has
+  // not acknowledged durable (or visible, as asked) yet: its flushes since
+  // its last drain. A call that failed adds nothing to them: its own range
+  // is its caller's to know. What a lane that comes back writes again.
+  // Between calls, from the thread that makes them.
+  virtual std::vector<PoolRange> unacknowledged() const = 0;
   // Why the last call failed with ECONNRESET, in words for rpmem_errormsg()
   // ("no answer from the target for 20 s"); empty when the lane cannot
   // tell. From the thread that made the call.
@@ -157,6 +164,14 @@ struct InitiatorParams {
   // verbs: provider_data, from it rather than from here); null: always here.
   std::shared_ptr<LaneRoute> route;
 };
+
+// Whether a `kind` lane to a daemon of protocol minor `daemon_minor` comes
+// back when its connection breaks or stalls (tcp from minor 6, verbs from
+// minor 8); else a lane that breaks is lost.
+constexpr bool lanes_come_back(TransportKind kind, uint16_t daemon_minor) noexcept {
+  return daemon_minor >=
+         (kind == TransportKind::kVerbs ? proto::kMinorVerbsResume : proto::kMinorResume);
+}
 
 // Connects params.nlanes lanes; each proves the session secret.
 Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(TransportKind kind,

@@ -95,6 +95,7 @@ class TcpInitiatorLane final : public InitiatorLane {
   std::error_code read(void *dst, uint64_t offset, uint64_t length) noexcept override;
   void shutdown() noexcept override;
   std::string failure() const override { return why_; }
+  std::vector<PoolRange> unacknowledged() const override { return unacked_.ranges(); }
 
  private:
   // Adds a request (and its payload from the pool) to the posted queue.
@@ -131,7 +132,8 @@ class TcpInitiatorLane final : public InitiatorLane {
   uint16_t epoch_ = 0;
   bool keepalive_ = false;                          // probes on while a wait is long
   std::chrono::steady_clock::time_point progress_;  // last byte moved, or the call's start
-  // Flushes posted since the last drain: sent again on a new connection.
+  // Flushes posted since the last drain: sent again on a new connection,
+  // and what unacknowledged() answers.
   FlushRanges unacked_{kReplayRanges};
   std::string why_;  // the last failure, in words
   static constexpr size_t kReplayRanges = 1024;

@@ -196,7 +196,7 @@ std::error_code TcpInitiatorLane::write(DataOp op, uint64_t offset, uint64_t len
   proto::DataRequest req{op, wire_flags, offset, length};
   if (op == DataOp::kFlush) {
     if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
-    if (dialer_) unacked_.add(offset, length);
+    unacked_.add(offset, length);
     if (queued_ == wq_)
       if (auto ec = with_comeback([&] { return post(nullptr); })) return ec;
     enqueue(req, queued_++);

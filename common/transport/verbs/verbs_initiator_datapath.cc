@@ -29,7 +29,6 @@ class PersistMethod {
   virtual std::error_code persist_written(VerbsLane &lane, uint64_t offset,
                                           uint64_t length) noexcept = 0;
   virtual std::error_code drain(VerbsLane &lane) noexcept = 0;
-  virtual bool tracks_ranges() const noexcept = 0;
 };
 
 namespace {
@@ -42,7 +41,6 @@ class Gpspm final : public PersistMethod {
     return lane.round_trip({MsgOp::kPersist, 0, offset, length}, 0);
   }
   std::error_code drain(VerbsLane &lane) noexcept override { return lane.send_ranges(); }
-  bool tracks_ranges() const noexcept override { return true; }
 };
 
 class Apm final : public PersistMethod {
@@ -51,7 +49,6 @@ class Apm final : public PersistMethod {
     return lane.read_probe();
   }
   std::error_code drain(VerbsLane &lane) noexcept override { return lane.read_probe(); }
-  bool tracks_ranges() const noexcept override { return false; }
 };
 
 }  // namespace
@@ -135,7 +132,7 @@ std::error_code VerbsLane::write_once(DataOp op, uint64_t offset, uint64_t lengt
     // inline, as a persist (synchronous, as PMDK's).
     if (op == DataOp::kFlush && (relaxed || staged_)) {
       if (auto ec = post_writes(offset, length, raddr_ + offset)) return ec;
-      if (method_->tracks_ranges() || shared_->comeback) ranges_.add(offset, length);
+      ranges_.add(offset, length);
       return {};
     }
     if (relaxed && op == DataOp::kPersist) {

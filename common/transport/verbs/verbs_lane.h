@@ -114,6 +114,12 @@ class VerbsLane final : public InitiatorLane {
   std::error_code read(void *dst, uint64_t offset, uint64_t length) noexcept override;
   void shutdown() noexcept override;
   std::string failure() const override { return why_; }
+  // The flushes since the last drain, and what the landing window holds.
+  std::vector<PoolRange> unacknowledged() const override {
+    std::vector<PoolRange> out = ranges_.ranges();
+    out.insert(out.end(), landed_.begin(), landed_.end());
+    return out;
+  }
 
   // --- for the persist methods ---------------------------------------------
   // SEND header (+ `payload` bytes already in send_buf()), wait for the reply.
@@ -204,8 +210,9 @@ class VerbsLane final : public InitiatorLane {
   unsigned unsignaled_ = 0;
   WaitSpin spin_;  // how long to poll the CQ before sleeping
   uint32_t reply_len_ = 0;
-  // The flushes since the last drain: what GPSPM's drain names, and on a
-  // lane that can come back what a new connection writes again.
+  // The flushes since the last drain (FlushRanges: every transport's one
+  // record of them): what GPSPM's drain names, what a new connection
+  // writes again, and with landed_ what unacknowledged() answers.
   FlushRanges ranges_;
   std::atomic<bool> dead_{false};
   bool broken_ = false;           // the queue pair failed in the call under way

@@ -24,28 +24,23 @@ namespace {
 
 using namespace std::chrono_literals;
 
-const char *const kVars[] = {"RPMEM_SSH",          "RPMEM_CMD",
-                             "RPMEM_MAX_NLANES",   "RPMEM_WORK_QUEUE_SIZE",
-                             "RPMEM_ENABLE_VERBS", "RPMEM_ENABLE_SOCKETS",
-                             "RPMEM_TIMEOUT"};
-
 // Every test starts from an environment without the library's variables and
 // leaves the process environment as it found it.
 class SettingsEnv : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char *v : kVars) {
-      if (const char *old = std::getenv(v)) saved_[v] = old;
-      ::unsetenv(v);
+    for (const Variable &v : variables()) {
+      if (const char *old = std::getenv(v.name)) saved_[v.name] = old;
+      ::unsetenv(v.name);
     }
   }
   void TearDown() override {
-    for (const char *v : kVars) {
-      auto it = saved_.find(v);
+    for (const Variable &v : variables()) {
+      auto it = saved_.find(v.name);
       if (it != saved_.end())
-        ::setenv(v, it->second.c_str(), 1);
+        ::setenv(v.name, it->second.c_str(), 1);
       else
-        ::unsetenv(v);
+        ::unsetenv(v.name);
     }
   }
   static Settings with(const char *name, const char *value) {
@@ -161,6 +156,14 @@ TEST_F(SettingsEnv, TimeoutIgnoresInvalidValues) {
 // bound, under which every data-path wait fails at once.
 TEST_F(SettingsEnv, TimeoutBelowOneMillisecondIsNotZero) {
   EXPECT_GT(with("RPMEM_TIMEOUT", "0.0001").timeout, 0ms);
+}
+
+TEST_F(SettingsEnv, DurabilityTakesItsTwoLevelsAndFailsCreateOnAnythingElse) {
+  EXPECT_TRUE(with("RPMEM_DURABILITY", "visible").visible);
+  EXPECT_FALSE(with("RPMEM_DURABILITY", "persistent").visible);
+  EXPECT_EQ(with("RPMEM_DURABILITY", "").bad, "");
+  const Settings s = with("RPMEM_DURABILITY", "fast");
+  EXPECT_EQ(s.bad, "RPMEM_DURABILITY: invalid value 'fast' (persistent or visible)");
 }
 
 TEST_F(SettingsEnv, VariablesAreReadAtEachCall) {
