@@ -11,17 +11,8 @@
 namespace rpmem {
 
 const char *state_name(PoolState s) noexcept {
-  switch (s) {
-    case PoolState::kInSync:
-      return "in sync";
-    case PoolState::kComingBack:
-      return "coming back";
-    case PoolState::kLost:
-      return "lost";
-    case PoolState::kClosed:
-      break;
-  }
-  return "closed";
+  static constexpr const char *kNames[] = {"in sync", "coming back", "lost", "closed"};
+  return kNames[static_cast<size_t>(s)];
 }
 
 int PoolLife::admit(PoolCall call) const noexcept {
@@ -47,30 +38,15 @@ int PoolLife::admit(PoolCall call) const noexcept {
 }
 
 int PoolLife::lost_error(PoolCall call) const noexcept try {
-  const std::string why = lost_why();
-  switch (call) {
-    case PoolCall::kPersist:
-      set_errormsg("persist operation failed: %s", why.c_str());
-      break;
-    case PoolCall::kFlush:
-      set_errormsg("flush operation failed: %s", why.c_str());
-      break;
-    case PoolCall::kDrain:
-      set_errormsg("drain operation failed: %s", why.c_str());
-      break;
-    case PoolCall::kDeepPersist:
-      set_errormsg("persist operation failed");
-      break;
-    case PoolCall::kRead:
-      set_errormsg("read operation failed: %s", why.c_str());
-      break;
-    case PoolCall::kSetAttr:
-      set_errormsg("connection lost: %s", why.c_str());
-      break;
-    case PoolCall::kClose:
-      set_errormsg("close request failed: %s", why.c_str());
-      break;
-  }
+  // Each call's words for a loss it saw, in PoolCall's order (PMDK's
+  // deep persist said only that it failed).
+  static constexpr const char *kWords[] = {"persist operation failed: ", "persist operation failed",
+                                           "flush operation failed: ",   "drain operation failed: ",
+                                           "read operation failed: ",    "connection lost: ",
+                                           "close request failed: "};
+  const char *words = kWords[static_cast<size_t>(call)];
+  const bool why = words[std::strlen(words) - 1] == ' ';
+  set_errormsg("%s%s", words, why ? lost_why().c_str() : "");
   return ECONNRESET;
 } catch (...) {
   set_errormsg("connection lost");

@@ -28,11 +28,12 @@
 
 namespace rpmem {
 
+// In this order (state_name() names them so).
 enum class PoolState : uint8_t { kInSync, kComingBack, kLost, kClosed };
 const char *state_name(PoolState s) noexcept;
 
 // The calls that ask, each with its words for a failure (PMDK's where
-// PMDK had them).
+// PMDK had them; pool_life.cc lists them in this order).
 enum class PoolCall : uint8_t { kPersist, kDeepPersist, kFlush, kDrain, kRead, kSetAttr, kClose };
 
 class PoolLife {

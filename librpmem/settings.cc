@@ -108,6 +108,12 @@ bool log_file(const Variable &, const char *value, Settings &) {
   return true;
 }
 
+// The TLS files' rows: one entry of librpmem(7) names the three.
+template <std::string Settings::*M>
+constexpr Variable tls_file(const char *name) {
+  return {name, "none", "For rpmems:// targets: the client's certificate", false, text<M>};
+}
+
 // The rows, in librpmem(7)'s order. `fallback` is what its entry says
 // after "Default:", and for a value a reader takes, the default of Settings.
 constexpr Variable kVariables[] = {
@@ -129,12 +135,9 @@ constexpr Variable kVariables[] = {
     {"RPMEM_DATA_TLS", "0", "1: the data lanes run inside TLS", false, on_off<&Settings::data_tls>},
     {"RPMEM_DATA_SEAL", "1", "1 or unset: when the lanes are encrypted, the client offers to seal",
      false, on_off<&Settings::data_seal>},
-    {"RPMEM_TLS_CERT", "none", "For rpmems:// targets: the client's certificate", false,
-     text<&Settings::tls_cert>},
-    {"RPMEM_TLS_KEY", "none", "For rpmems:// targets: the client's certificate", false,
-     text<&Settings::tls_key>},
-    {"RPMEM_TLS_CA", "none", "For rpmems:// targets: the client's certificate", false,
-     text<&Settings::tls_ca>},
+    tls_file<&Settings::tls_cert>("RPMEM_TLS_CERT"),
+    tls_file<&Settings::tls_key>("RPMEM_TLS_KEY"),
+    tls_file<&Settings::tls_ca>("RPMEM_TLS_CA"),
     {"RPMEM_LOG_LEVEL", "0", "0 nothing", true, log_level},
     {"RPMEM_LOG_FILE", "standard error", "Where the log goes", true, log_file},
 };

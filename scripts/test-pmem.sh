@@ -17,13 +17,13 @@
 #       plus open take at most twice what they take over tcp in this boot;
 #     - on CXL: the sysfs lookup that tells it from an NVDIMM, the
 #       integration tests that write into the pool, over tcp, with the
-#       pools on CXL, cxl_test.cc's CxlFsdax over verbs too (the lane
+#       pools on CXL, dax_test.cc's CxlFsdax over verbs too (the lane
 #       windows), libpmemobj and pmempool with their remote replica there
 #       (pmdk.obj, pmdk.pmempool), and a pool cycle whose daemon's log must
 #       call it CXL;
 #   boot 2, devdax (/dev/dax0.0): a pool set of the whole device, over tcp
-#     and verbs, GPSPM and APM (tests/integration/devdax_test.cc), and the
-#     same on a CXL devdax beside it (/dev/dax1.0, cxl_test.cc).
+#     and verbs, GPSPM and APM (tests/integration/dax_test.cc), and the
+#     same on a CXL devdax beside it (/dev/dax1.0, dax_test.cc).
 #   scripts/test-pmem.sh [BUILD_DIR]     default: build-dev
 # Fails when the VM cannot boot; RPMEM_SKIP_VM=1 skips it on purpose.
 set -euo pipefail
@@ -34,8 +34,8 @@ vm_ready test-pmem || exit 0
 vm_verbs_build test-pmem "$build"
 
 # On CXL, the tests that write into the pool, keep it through faults or
-# fill its file system, and cxl_test.cc's (about 35 s). Not the ones that
-# time a stream (Faults.DaemonKilledMidStream* wants each lane to have
+# fill its file system, and dax_test.cc's CXL ones (about 35 s). Not the ones that
+# time a stream (Loss.DaemonKilledMidStream* wants each lane to have
 # persisted within its first second: CXL is slow under QEMU's emulation).
 cxl_media_tests='^(Replication\.(Persist|DeepPersist|Flush)|Faults\.(ClientKilled|Sigterm)|FullFs\.|GpspmAndApm/CxlFsdax\.)'
 

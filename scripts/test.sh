@@ -58,8 +58,8 @@ if [ $quick -eq 0 ]; then
   # over sealed lanes (-L sealed-lanes) runs in the dev build, as does the
   # pass of visible pools (-L visible). So do the
   # outages that are mostly a wait (a create during one, 20 s of one
-  # thread's connect timeout; the 10 s ones: the 4 s outage, the resets and
-  # the one past the bound take the same code paths here) and the
+  # thread's connect timeout; the 10 s ones: the 4 s outage and the resets
+  # take the same code paths here) and the
   # benchmarks' smoke runs. Line tables (-g1) are all a sanitizer's report
   # needs, and build faster.
   san_args="-LE tls-lanes|sealed-lanes|visible -E Blip\.(ACreateDuringAnOutage|TenSeconds)|^bench\."

@@ -36,4 +36,4 @@ vm_verbs_build() {
 # another medium. The others (the service, its TLS policy, the private
 # sshd, the caps) test the control channel, the same on every medium.
 # shellcheck disable=SC2034 # used by the scripts that source this file
-vm_media_tests='^(Replication|Errno|Faults|Soak|Words|Apm|FullFs|HostileClient|HostileLane|SshDeath|Durability)\.'
+vm_media_tests='^(Replication|Errno|Faults|Loss|Soak|Words|Apm|FullFs|HostileClient|HostileLane|SshDeath|Durability)\.'

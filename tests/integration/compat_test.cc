@@ -86,10 +86,7 @@ class OldClient : public ::testing::Test {
     req.minor = kOldMinor;
     req.lane_flags = lane_flags;
     EXPECT_FALSE(req.extended);
-    if (!d.send(proto::encode(proto::MsgType::kCreate, req))) return std::nullopt;
-    h = d.read_frame(p);
-    if (!h || h->type != proto::MsgType::kPoolResp) return std::nullopt;
-    auto r = proto::decode_pool_response(p);
+    auto r = d.request(proto::MsgType::kCreate, req);
     if (!r) return std::nullopt;
     EXPECT_TRUE(r->extended);  // 1.5 takes the lane security extension (1.3)
     EXPECT_FALSE(r->tokened);  // ... and no token (1.6): it would refuse the bytes

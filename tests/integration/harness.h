@@ -79,6 +79,23 @@ class LocalPool {
   size_t size_;
 };
 
+// A target with pool set p.set of one part, p.part0 (kOnePool bytes, no
+// header), and a local pool of that size; create() creates it with
+// nlanes_ lanes.
+inline constexpr size_t kOnePool = 4 * kMiB;
+class OnePartPool : public ::testing::Test {
+ protected:
+  RPMEMpool *create() {
+    target_.write_poolset("p.set", {{kOnePool, "p.part0"}}, "OPTION NOHDRS\n");
+    RPMEMpool *rpp = rpmem_create("127.0.0.1", "p.set", local_.data(), kOnePool, &nlanes_, nullptr);
+    EXPECT_NE(rpp, nullptr) << rpmem_errormsg() << target_.log_text();
+    return rpp;
+  }
+  Target target_;
+  LocalPool local_{kOnePool};
+  unsigned nlanes_ = 4;
+};
+
 // librpmem's own log: this process sets RPMEM_LOG_LEVEL=2 (errors and
 // warnings) and RPMEM_LOG_FILE before its first call, unless they are set
 // already. library_log() is what the file holds ("" without it).

@@ -182,19 +182,12 @@ TEST_F(HostileClient, RandomlyMutatedCreateRequestsNeverCrashTheDaemon) {
 TEST_F(HostileClient, GarbageAfterCreateLeavesADurableUnlockedPool) {
   RawDaemon d(target_);
   ASSERT_TRUE(d.read_hello());
-  ASSERT_TRUE(
-      d.send(proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false))));
-  proto::Bytes p;
-  auto h = d.read_frame(p);
-  ASSERT_TRUE(h && h->type == proto::MsgType::kPoolResp);
-  auto resp = proto::decode_pool_response(p);
+  auto resp = d.request(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false));
   ASSERT_TRUE(resp && resp->status == proto::Status::kSuccess);
   // A second create in the same session is refused, the session ends.
-  ASSERT_TRUE(
-      d.send(proto::encode(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false))));
-  h = d.read_frame(p);
-  ASSERT_TRUE(h && h->type == proto::MsgType::kPoolResp);
-  EXPECT_EQ(proto::decode_pool_response(p)->status, proto::Status::kFatal);
+  auto again = d.request(proto::MsgType::kCreate, pool_request("p.set", kPool, 1, false));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->status, proto::Status::kFatal);
   auto st = d.wait();
   EXPECT_TRUE(st && WIFEXITED(*st)) << describe_status(st);
   // The pool is there, unlocked.
@@ -206,10 +199,8 @@ TEST_F(HostileClient, GarbageAfterCreateLeavesADurableUnlockedPool) {
 
   RawDaemon d2(target_);
   ASSERT_TRUE(d2.read_hello());
-  ASSERT_TRUE(
-      d2.send(proto::encode(proto::MsgType::kOpen, pool_request("p.set", kPool, 1, false))));
-  h = d2.read_frame(p);
-  ASSERT_TRUE(h && proto::decode_pool_response(p)->status == proto::Status::kSuccess);
+  auto opened = d2.request(proto::MsgType::kOpen, pool_request("p.set", kPool, 1, false));
+  ASSERT_TRUE(opened && opened->status == proto::Status::kSuccess);
   d2.send(frame(0xffff, 0xffff, 0xffffffff));
   st = d2.wait();
   EXPECT_TRUE(st && WIFEXITED(*st)) << describe_status(st);

@@ -61,11 +61,7 @@ class LaneClaims : public ::testing::Test {
     if (!d.read_hello()) return std::nullopt;
     proto::PoolRequest req = pool_request("t.set", kPool, kLanes, false);
     req.minor = minor;
-    if (!d.send(proto::encode(proto::MsgType::kCreate, req))) return std::nullopt;
-    proto::Bytes p;
-    auto h = d.read_frame(p);
-    if (!h || h->type != proto::MsgType::kPoolResp) return std::nullopt;
-    return proto::decode_pool_response(p);
+    return d.request(proto::MsgType::kCreate, req);
   }
   bool part_has(uint64_t offset, const proto::Bytes &b) const {
     const auto part = read_file(target_.part_path("t.part"));

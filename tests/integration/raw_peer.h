@@ -165,6 +165,15 @@ class RawDaemon {
            proto::decode_hello(p)->status == 0;
   }
   bool send(const proto::Bytes &b) { return write_all_fd(fd_, b); }
+  // Sends a pool request of `type` and takes the answer (nullopt: none, or
+  // malformed).
+  std::optional<proto::PoolResponse> request(proto::MsgType type, const proto::PoolRequest &req) {
+    if (!send(proto::encode(type, req))) return std::nullopt;
+    proto::Bytes p;
+    auto h = read_frame(p);
+    if (!h || h->type != proto::MsgType::kPoolResp) return std::nullopt;
+    return proto::decode_pool_response(p);
+  }
   void shutdown_write() { ::shutdown(fd_, SHUT_WR); }
   // Waits for the daemon to exit by itself; its wait status.
   std::optional<int> wait(std::chrono::milliseconds limit = std::chrono::seconds(15)) {

@@ -370,13 +370,9 @@ TEST_F(Reopen, APoolAnSshModeDaemonOpenedMeanwhileIsNotReattached) {
   {
     RawDaemon d(target_);
     ASSERT_TRUE(d.read_hello());
-    ASSERT_TRUE(
-        d.send(proto::encode(proto::MsgType::kOpen, pool_request("alice/p.set", kPool, 1, false))));
-    proto::Bytes p;
-    auto h = d.read_frame(p);
-    ASSERT_TRUE(h && h->type == proto::MsgType::kPoolResp);
-    auto r = proto::decode_pool_response(p);
+    auto r = d.request(proto::MsgType::kOpen, pool_request("alice/p.set", kPool, 1, false));
     ASSERT_TRUE(r && r->status == proto::Status::kSuccess);
+    proto::Bytes p;
     PlainPeer lane(r->port);
     const proto::Bytes hello = lane_hello_bytes(r->secret, 0, 1);
     uint8_t rb[proto::kLaneHelloReplySize];

@@ -74,13 +74,7 @@ class TlsLanes : public ::testing::Test {
     proto::PoolRequest req = pool_request("t.set", kPool, 2, false);
     req.minor = minor;
     req.lane_flags = lane_flags;
-    if (!d.send(proto::encode(proto::MsgType::kCreate, req))) return std::nullopt;
-    proto::Bytes p;
-    auto h = d.read_frame(p);
-    if (!h || h->type != proto::MsgType::kPoolResp) return std::nullopt;
-    auto r = proto::decode_pool_response(p);
-    if (!r) return std::nullopt;
-    return *r;
+    return d.request(proto::MsgType::kCreate, req);
   }
 
   std::vector<uint8_t> part() const { return read_file(target_.part_path("t.part")); }

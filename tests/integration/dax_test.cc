@@ -1,11 +1,15 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// Pools on CXL persistent memory (docs/cxl.md): rpmemd names the medium
-// CXL in its log, behaves as on persistent memory, and a deep persist,
-// which is the persist there, succeeds; every byte is checked on the
-// medium itself. Needs the VM's CXL memory (scripts/test-pmem.sh):
-// RPMEM_TEST_CXL_DEVDAX, a /dev/daxN.M on CXL (size AUTO: the whole device
-// is the pool), or RPMEM_TEST_CXL_DIR, a directory on ext4 -o dax on CXL;
-// skips without.
+// Pools on persistent memory mapped as a device or a DAX file system, their
+// every byte checked on the medium itself: a Device DAX part (/dev/daxX.Y,
+// size AUTO) of an NVDIMM, where the whole device is the pool, RDMA writes
+// go straight into it, APM with --persist-apm, and removing the pool zeroes
+// its header and leaves the device; and CXL persistent memory
+// (docs/cxl.md), devdax and fsdax, where rpmemd names the medium CXL in its
+// log and a deep persist, which is the persist there, succeeds. One fixture
+// (DaxDevice) serves every device. Needs the VM's devices
+// (scripts/test-pmem.sh): RPMEM_TEST_DEVDAX (an NVDIMM's /dev/daxN.M),
+// RPMEM_TEST_CXL_DEVDAX (one on CXL), RPMEM_TEST_CXL_DIR (a directory on
+// ext4 -o dax on CXL); each test skips without its own.
 #include "tests/integration/harness.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -25,7 +30,7 @@
 namespace rpmem_test {
 namespace {
 
-constexpr size_t kPool = 16 * kMiB;  // a multiple of the device's 2 MiB alignment
+constexpr size_t kDaxPool = 16 * kMiB;  // a multiple of a device's 2 MiB alignment
 
 // The first `len` bytes of the device, as they are there.
 std::vector<uint8_t> device_bytes(const std::string &dev, size_t len) {
@@ -42,9 +47,9 @@ std::vector<uint8_t> device_bytes(const std::string &dev, size_t len) {
 }
 
 // Writes of every kind into the pool, a deep persist among them, and a
-// read back; the ranges check_ranges() finds on the medium.
+// read back; check_ranges() finds them on the medium.
 void write_every_way(RPMEMpool *rpp, LocalPool &local) {
-  local.fill(4096, kPool - 4096, 43);
+  local.fill(4096, kDaxPool - 4096, 43);
   ASSERT_EQ(rpmem_persist(rpp, 4096, 100000, 0, 0), 0) << rpmem_errormsg();
   ASSERT_EQ(rpmem_persist(rpp, 2 * kMiB, 2 * kMiB, 1, RPMEM_PERSIST_RELAXED), 0)
       << rpmem_errormsg();
@@ -60,7 +65,7 @@ void write_every_way(RPMEMpool *rpp, LocalPool &local) {
 }
 
 void check_ranges(const std::vector<uint8_t> &medium, const LocalPool &local) {
-  ASSERT_GE(medium.size(), kPool);
+  ASSERT_GE(medium.size(), kDaxPool);
   EXPECT_EQ(std::memcmp(medium.data(), "PMEMOBJ", 8), 0) << "the pool header";
   EXPECT_TRUE(same_bytes(medium.data(), local.data(), 4096, 100000));
   EXPECT_TRUE(same_bytes(medium.data(), local.data(), 2 * kMiB, 2 * kMiB));
@@ -88,40 +93,86 @@ void expect_named(const std::string &log, const std::string &noun, bool apm, boo
       << log;
 }
 
-class CxlDevdax : public ::testing::TestWithParam<bool> {  // --persist-apm
+// A pool set `set` of one device DAX, the whole device (size AUTO), named
+// by the environment variable `env`; the parameter: --persist-apm. The
+// pool is removed at the end (its header zeroed; the device stays).
+class DaxDevice : public ::testing::TestWithParam<bool> {
  protected:
+  DaxDevice(const char *env, const char *set) : env_(env), set_(set) {}
   void SetUp() override {
-    const char *d = std::getenv("RPMEM_TEST_CXL_DEVDAX");
-    if (!d || !*d) GTEST_SKIP() << "no device DAX on CXL (RPMEM_TEST_CXL_DEVDAX)";
+    const char *d = std::getenv(env_);
+    if (!d || !*d) GTEST_SKIP() << "no device DAX (" << env_ << ")";
     dev_ = d;
+    set_env("RPMEM_CMD", target_.rpmemd_cmd(GetParam() ? "--persist-apm" : ""));
+    target_.write_poolset(set_, {}, "AUTO " + dev_ + "\n");
   }
   void TearDown() override {
-    if (!dev_.empty()) rpmem_remove(test_ip().c_str(), "cxl.set", 0);  // zeroes the header
+    if (!dev_.empty()) rpmem_remove(test_ip().c_str(), set_, 0);  // zeroes the header
+  }
+  RPMEMpool *create(const rpmem_pool_attr &attr) {
+    unsigned nlanes = 4;
+    return rpmem_create(test_ip().c_str(), set_, local_.data(), kDaxPool, &nlanes, &attr);
+  }
+  // The pool created with `attr`, the log naming the medium `noun`, writes
+  // of every kind, every byte on the device, and the attributes back at an
+  // open.
+  void write_check_and_open(const rpmem_pool_attr &attr, const std::string &noun) {
+    RPMEMpool *rpp = create(attr);
+    ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << "\n" << target_.log_text();
+    expect_named(target_.log_text(), noun, GetParam(), true);
+    write_every_way(rpp, local_);
+    ASSERT_EQ(rpmem_close(rpp), 0) << rpmem_errormsg();
+    check_ranges(device_bytes(dev_, kDaxPool), local_);
+    expect_attributes(attr);
+  }
+  // Opens the pool again: its attributes are `attr`.
+  void expect_attributes(const rpmem_pool_attr &attr) {
+    unsigned nlanes = 4;
+    rpmem_pool_attr got{};
+    RPMEMpool *rpp = rpmem_open(test_ip().c_str(), set_, local_.data(), kDaxPool, &nlanes, &got);
+    ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << "\n" << target_.log_text();
+    EXPECT_EQ(std::memcmp(&got, &attr, sizeof(attr)), 0) << "the attributes as created";
+    ASSERT_EQ(rpmem_close(rpp), 0) << rpmem_errormsg();
   }
 
+  const char *env_;
+  const char *set_;
   std::string dev_;
   Target target_;
-  LocalPool local_{kPool};
+  LocalPool local_{kDaxPool};
+};
+
+// ---------------------------------------------------------------------------
+// An NVDIMM's device DAX.
+
+class DevDax : public DaxDevice {  // --persist-apm
+ protected:
+  DevDax() : DaxDevice("RPMEM_TEST_DEVDAX", "dax.set") {}
+};
+
+TEST_P(DevDax, WholeDeviceIsThePoolAndEveryByteLandsOnIt) {
+  ASSERT_NO_FATAL_FAILURE(write_check_and_open(sample_attr(31), "persistent memory"));
+  // Removing the pool zeroes the header; the device stays.
+  ASSERT_EQ(rpmem_remove(test_ip().c_str(), set_, 0), 0) << rpmem_errormsg();
+  EXPECT_EQ(::access(dev_.c_str(), F_OK), 0);
+  auto hdr = device_bytes(dev_, 2 * kMiB);
+  ASSERT_EQ(hdr.size(), 2 * kMiB);
+  EXPECT_EQ(std::count(hdr.begin(), hdr.begin() + 4096, 0), 4096);
+}
+
+INSTANTIATE_TEST_SUITE_P(GpspmAndApm, DevDax, ::testing::Bool(),
+                         [](const auto &p) { return p.param ? "Apm" : "Gpspm"; });
+
+// ---------------------------------------------------------------------------
+// CXL persistent memory.
+
+class CxlDevdax : public DaxDevice {  // --persist-apm
+ protected:
+  CxlDevdax() : DaxDevice("RPMEM_TEST_CXL_DEVDAX", "cxl.set") {}
 };
 
 TEST_P(CxlDevdax, IsNamedCxlAndEveryByteLandsOnTheDevice) {
-  const bool apm = GetParam();
-  set_env("RPMEM_CMD", target_.rpmemd_cmd(apm ? "--persist-apm" : ""));
-  target_.write_poolset("cxl.set", {}, "AUTO " + dev_ + "\n");
-  rpmem_pool_attr attr = sample_attr(37);
-  unsigned nlanes = 4;
-  RPMEMpool *rpp = rpmem_create(test_ip().c_str(), "cxl.set", local_.data(), kPool, &nlanes, &attr);
-  ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << "\n" << target_.log_text();
-  expect_named(target_.log_text(), "CXL persistent memory (devdax)", apm, true);
-  write_every_way(rpp, local_);
-  ASSERT_EQ(rpmem_close(rpp), 0) << rpmem_errormsg();
-  check_ranges(device_bytes(dev_, kPool), local_);
-
-  rpmem_pool_attr got{};
-  rpp = rpmem_open(test_ip().c_str(), "cxl.set", local_.data(), kPool, &nlanes, &got);
-  ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << "\n" << target_.log_text();
-  EXPECT_EQ(std::memcmp(&got, &attr, sizeof(attr)), 0) << "the attributes as created";
-  ASSERT_EQ(rpmem_close(rpp), 0) << rpmem_errormsg();
+  write_check_and_open(sample_attr(37), "CXL persistent memory (devdax)");
 }
 
 INSTANTIATE_TEST_SUITE_P(GpspmAndApm, CxlDevdax, ::testing::Bool(),
@@ -143,10 +194,11 @@ TEST_P(CxlFsdax, IsNamedCxlAndEveryByteLandsInTheParts) {
   const std::vector<Part> parts = {{8 * kMiB, "cxl.0"}, {10 * kMiB, "cxl.1"}};
   set_env("RPMEM_CMD", target->rpmemd_cmd(apm ? "--persist-apm" : ""));
   target->write_poolset("cxl.set", parts);
-  LocalPool local(kPool);
+  LocalPool local(kDaxPool);
   rpmem_pool_attr attr = sample_attr(38);
   unsigned nlanes = 4;
-  RPMEMpool *rpp = rpmem_create(test_ip().c_str(), "cxl.set", local.data(), kPool, &nlanes, &attr);
+  RPMEMpool *rpp =
+      rpmem_create(test_ip().c_str(), "cxl.set", local.data(), kDaxPool, &nlanes, &attr);
   ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << "\n" << target->log_text();
   expect_named(target->log_text(), "CXL persistent memory (fsdax)", apm && !verbs_only(), false);
   write_every_way(rpp, local);
