@@ -10,15 +10,15 @@
 
 namespace rpmemd {
 
-std::unique_ptr<Persister> choose_persister(uint8_t *base, size_t size,
-                                            const std::vector<MappedPart> &parts) {
+rpmem::Result<std::unique_ptr<Persister>> choose_persister(uint8_t *base, size_t size,
+                                                           const std::vector<MappedPart> &parts) {
   auto all = [&](auto pred) {
     return !parts.empty() && std::all_of(parts.begin(), parts.end(), pred);
   };
-  const bool devdax = all([](const MappedPart &p) { return p.dax_align != 0; });
-  const bool some_devdax =
-      std::any_of(parts.begin(), parts.end(), [](const MappedPart &p) { return p.dax_align != 0; });
-  if (some_devdax && !devdax) return nullptr;
+  const auto is_device = [](const MappedPart &p) { return p.device.has_value(); };
+  const bool devdax = all(is_device);
+  if (!devdax && std::any_of(parts.begin(), parts.end(), is_device))
+    return rpmem::Error{rpmem::errc(EINVAL), "either all the parts must be Device DAX or none"};
   const bool cxl = all([](const MappedPart &p) { return p.nd_provider == kNdProviderCxl; });
   if (devdax) return cxl ? make_cxl_devdax_persister(base) : make_devdax_persister(base, parts);
   const bool map_sync = all([](const MappedPart &p) { return p.map_sync; });

@@ -8,13 +8,16 @@
 #ifndef RPMEMD_PERSISTER_H
 #define RPMEMD_PERSISTER_H
 
+#include "common/error.h"
 #include "common/transport/persister.h"
+#include "rpmemd/poolset.h"
 
 #include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,14 +32,15 @@ struct MappedPart {
   std::string path;
   uint64_t size = 0;  // configured (== file) size
   int fd = -1;
-  bool created = false;    // created by this open (removed when it fails)
-  bool map_sync = false;   // mapped with MAP_SYNC
-  bool in_ram = false;     // on tmpfs, ramfs or hugetlbfs
-  size_t map_start = 0;    // pool offset of the first mapped byte
-  size_t map_len = 0;      // bytes mapped
-  off_t file_off = 0;      // file offset of the first mapped byte
-  uint64_t dax_align = 0;  // a device DAX: its alignment (0: a file)
-  std::string deep_flush;  // a device DAX: its region's deep_flush (may be empty)
+  bool created = false;   // created by this open (removed when it fails)
+  bool map_sync = false;  // mapped with MAP_SYNC
+  bool in_ram = false;    // on tmpfs, ramfs or hugetlbfs
+  size_t map_start = 0;   // pool offset of the first mapped byte
+  size_t map_len = 0;     // bytes mapped
+  off_t file_off = 0;     // file offset of the first mapped byte
+  // What the part is (PoolSetPart::device, decided when the set was
+  // loaded): a device DAX, or (nullopt) a file.
+  std::optional<DeviceDax> device;
   // Where it is mapped, of a part on fsdax or a device DAX: the provider of
   // the nvdimm bus its memory is on (pool_cxl.h: "CXL", "ACPI.NFIT"); empty
   // when none, and for the other parts.
@@ -52,10 +56,10 @@ struct MappedPart {
 //                                           -> fsdax persistent memory
 //   every part in RAM (tmpfs, ramfs, hugetlbfs) -> RAM
 //   anything else (one part on a disk is enough) -> a file in the page cache
-// Some parts device DAX and others not: nullptr (resolve_device_dax()
+// Some parts device DAX and others not: EINVAL, with why (resolve_device_dax()
 // refuses such a set before it is mapped).
-std::unique_ptr<Persister> choose_persister(uint8_t *base, size_t size,
-                                            const std::vector<MappedPart> &parts);
+rpmem::Result<std::unique_ptr<Persister>> choose_persister(uint8_t *base, size_t size,
+                                                           const std::vector<MappedPart> &parts);
 
 // One per medium (persister_<medium>.cc).
 std::unique_ptr<Persister> make_ram_persister(uint8_t *base);
@@ -66,10 +70,6 @@ std::unique_ptr<Persister> make_devdax_persister(uint8_t *base,
                                                  const std::vector<MappedPart> &parts);
 std::unique_ptr<Persister> make_cxl_fsdax_persister(uint8_t *base, size_t size);
 std::unique_ptr<Persister> make_cxl_devdax_persister(uint8_t *base);
-
-// rpmemd --remove of a device DAX part (which is not unlinked): zeroes its
-// pool header, as PMDK did (persister_devdax.cc).
-std::error_code zero_device_dax_header(const std::string &path) noexcept;
 
 }  // namespace rpmemd
 

@@ -2,7 +2,7 @@
 // The persister of a pool on Device DAX (every part a /dev/daxN.M): a CPU
 // flush makes stores durable and a deep persist adds each region's deep
 // flush; a device has no page cache, so nothing is msync'ed (a device
-// refuses it). Also zero_device_dax_header() for rpmemd --remove.
+// refuses it).
 #include "common/error.h"
 #include "common/log.h"
 #include "common/pool_attr.h"
@@ -25,9 +25,9 @@ class DevdaxPersister final : public FsdaxPersister {
  public:
   DevdaxPersister(uint8_t *base, const std::vector<MappedPart> &parts) : FsdaxPersister(base, 0) {
     for (const MappedPart &p : parts)
-      if (!p.deep_flush.empty() &&
-          std::find(regions_.begin(), regions_.end(), p.deep_flush) == regions_.end())
-        regions_.push_back(p.deep_flush);
+      if (p.device && !p.device->deep_flush.empty() &&
+          std::find(regions_.begin(), regions_.end(), p.device->deep_flush) == regions_.end())
+        regions_.push_back(p.device->deep_flush);
   }
   // traits(), writes and a mapped page's persist: persistent memory's, as
   // FsdaxPersister's.
@@ -55,26 +55,6 @@ class DevdaxPersister final : public FsdaxPersister {
 std::unique_ptr<Persister> make_devdax_persister(uint8_t *base,
                                                  const std::vector<MappedPart> &parts) {
   return std::make_unique<DevdaxPersister>(base, parts);
-}
-
-std::error_code zero_device_dax_header(const std::string &path) noexcept {
-  auto dax = device_dax(path);
-  if (!dax) return rpmem::errc(EINVAL);
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return rpmem::last_errc();
-  const size_t len = std::max<size_t>(dax->align, rpmem::kPoolHdrSize);
-  void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  std::error_code ec;
-  if (p == MAP_FAILED) {
-    ec = rpmem::last_errc();
-  } else {
-    std::memset(p, 0, rpmem::kPoolHdrSize);
-    pmem_persist(p, rpmem::kPoolHdrSize);
-    ::munmap(p, len);
-  }
-  ::close(fd);
-  if (ec) RPMEM_LOG_ERR("cannot zero the header of '%s': %s", path.c_str(), ec.message().c_str());
-  return ec;
 }
 
 }  // namespace rpmemd

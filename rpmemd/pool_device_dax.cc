@@ -6,12 +6,18 @@
 #include "common/log.h"
 #include "common/pool_attr.h"
 
+#include <libpmem.h>
+
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 
 namespace rpmemd {
@@ -19,6 +25,7 @@ namespace rpmemd {
 namespace {
 
 using rpmem::errc;
+using rpmem::last_errc;
 
 std::optional<uint64_t> read_number(const std::string &file) {
   std::ifstream in(file);
@@ -108,6 +115,7 @@ std::error_code resolve_device_dax(PoolSet &set, const std::string &sysfs_root) 
     }
     ++daxes;
     if (part.size == 0) part.size = dax->size;
+    part.device = dax;
     if (part.size < rpmem::kMinPart) {
       RPMEM_LOG_ERR("device dax '%s' is smaller than the smallest part (%zu bytes)",
                     part.path.c_str(), rpmem::kMinPart);
@@ -131,6 +139,42 @@ std::error_code resolve_device_dax(PoolSet &set, const std::string &sysfs_root) 
     return errc(EINVAL);
   }
   return {};
+}
+
+namespace {
+
+// A device DAX's pool header zeroed (mapped in the device's alignment) and
+// made persistent, as PMDK did.
+std::error_code zero_header(const std::string &path, const DeviceDax &dax) noexcept {
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return last_errc();
+  const size_t len = std::max<size_t>(dax.align, rpmem::kPoolHdrSize);
+  void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  std::error_code ec;
+  if (p == MAP_FAILED) {
+    ec = last_errc();
+  } else {
+    std::memset(p, 0, rpmem::kPoolHdrSize);
+    pmem_persist(p, rpmem::kPoolHdrSize);
+    ::munmap(p, len);
+  }
+  ::close(fd);
+  if (ec) RPMEM_LOG_ERR("cannot zero the header of '%s': %s", path.c_str(), ec.message().c_str());
+  return ec;
+}
+
+}  // namespace
+
+std::error_code remove_part(const std::string &path, const std::optional<DeviceDax> &device,
+                            bool lock) noexcept {
+  if (device) return zero_header(path, *device);  // a device is never unlinked
+  int fd = lock ? ::open(path.c_str(), O_RDONLY | O_CLOEXEC) : -1;
+  if (lock && fd < 0) return last_errc();
+  std::error_code ec;
+  if ((lock && ::flock(fd, LOCK_EX | LOCK_NB) != 0) || ::unlink(path.c_str()) != 0)
+    ec = last_errc();
+  if (fd >= 0) ::close(fd);
+  return ec;
 }
 
 }  // namespace rpmemd

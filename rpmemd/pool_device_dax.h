@@ -16,16 +16,6 @@
 
 namespace rpmemd {
 
-struct DeviceDax {
-  uint64_t size = 0;   // bytes of the device
-  uint64_t align = 0;  // its mapping alignment (4 KiB, 2 MiB, 1 GiB)
-  // Its NVDIMM region's deep_flush file (writing 1 flushes the memory
-  // controller's write queues); empty when the region has none: stores made
-  // persistent with pmem_persist() are then as deep as the platform takes
-  // them.
-  std::string deep_flush;
-};
-
 // A deep flush of the region whose deep_flush file is `path` (see
 // DeviceDax), as libpmem's pmem_deep_persist() does for the devices it maps
 // itself: EIO with a log line when the write fails.
@@ -43,12 +33,21 @@ std::string sysfs_ancestor(const std::string &dir, bool (*is)(const std::string 
 std::optional<DeviceDax> device_dax(const std::string &path,
                                     const std::string &sysfs_root = "/sys") noexcept;
 
-// PMDK's rules for the parts of a set: the size AUTO (PoolSetPart::size 0)
-// becomes the device's size and is allowed only on a device DAX; every part
-// is a device DAX or none is; several devices need an alignment of 4 KiB
-// unless SINGLEHDR or NOHDRS (the later parts are then mapped from their
-// first byte). EINVAL with a log line otherwise.
+// Decides, once for the set, what each part is (PoolSetPart::device), by
+// PMDK's rules: the size AUTO (PoolSetPart::size 0) becomes the device's
+// size and is allowed only on a device DAX; every part is a device DAX or
+// none is; several devices need an alignment of 4 KiB unless SINGLEHDR or
+// NOHDRS (the later parts are then mapped from their first byte). EINVAL
+// with a log line otherwise.
 std::error_code resolve_device_dax(PoolSet &set, const std::string &sysfs_root = "/sys") noexcept;
+
+// Removes part `path` (rpmemd --remove, a failed create, a close with the
+// remove flag): a device DAX (`device`) is never unlinked, its pool header
+// is zeroed instead; a file is unlinked. With `lock` the part is first
+// locked as an open pool would hold it (EWOULDBLOCK when one does), as
+// PMDK's util_unlink_flock.
+std::error_code remove_part(const std::string &path, const std::optional<DeviceDax> &device,
+                            bool lock) noexcept;
 
 }  // namespace rpmemd
 

@@ -96,12 +96,9 @@ std::error_code open_locked(MappedPart &part) {
 
 PoolMapping::PoolMapping(PoolSet set) : set_(std::move(set)) {
   parts_.reserve(set_.parts.size());
-  for (const auto &p : set_.parts) {
-    Part part;
-    part.path = p.path;
-    part.size = p.size;
-    parts_.push_back(std::move(part));
-  }
+  // What each part is was decided when the set was loaded.
+  for (const auto &p : set_.parts)
+    parts_.push_back(Part{.path = p.path, .size = p.size, .device = p.device, .nd_provider = {}});
 }
 
 PoolMapping::~PoolMapping() {
@@ -111,11 +108,9 @@ PoolMapping::~PoolMapping() {
 }
 
 std::error_code PoolMapping::open_part(Part &part, bool create, bool check_hdr_zero) noexcept {
-  if (auto dax = device_dax(part.path)) {
+  if (part.device) {
     // The whole device, sized by the pool set (resolve_device_dax checked
     // it); nothing to create. Its header is checked once it is mapped.
-    part.dax_align = dax->align;
-    part.deep_flush = dax->deep_flush;
     return open_locked(part);
   }
   if (create) {
@@ -182,7 +177,8 @@ std::error_code PoolMapping::map() noexcept {
   // Reserve an aligned range, then map every part over it with MAP_FIXED:
   // on a 2 MiB boundary, or a device DAX's own alignment when it is larger.
   size_t align = kMapAlign;
-  for (const Part &part : parts_) align = std::max<size_t>(align, part.dax_align);
+  for (const Part &part : parts_)
+    if (part.device) align = std::max<size_t>(align, part.device->align);
   size_t resv_len = total + align;
   void *resv =
       ::mmap(nullptr, resv_len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -214,21 +210,22 @@ std::error_code PoolMapping::map() noexcept {
     addr += lens[i];
     struct statfs fs {};  // a device DAX is on devtmpfs, and not in RAM
     part.in_ram =
-        part.dax_align == 0 && ::fstatfs(part.fd, &fs) == 0 &&
+        !part.device && ::fstatfs(part.fd, &fs) == 0 &&
         (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC || fs.f_type == HUGETLBFS_MAGIC);
     // Persistent memory: on which nvdimm bus (CXL or an NVDIMM's).
-    if (part.map_sync || part.dax_align != 0) part.nd_provider = nd_bus_provider_of(part.fd);
+    if (part.map_sync || part.device) part.nd_provider = nd_bus_provider_of(part.fd);
   }
   try {
-    persister_ = choose_persister(base_, size_, parts_);
+    auto chosen = choose_persister(base_, size_, parts_);
+    if (!chosen) {
+      RPMEM_LOG_ERR("%s", chosen.error().message.c_str());
+      unmap();
+      return chosen.error().code;
+    }
+    persister_ = std::move(chosen.value());
   } catch (const std::bad_alloc &) {
     unmap();
     return errc(ENOMEM);
-  }
-  if (!persister_) {
-    RPMEM_LOG_ERR("either all the parts must be Device DAX or none");
-    unmap();
-    return errc(EINVAL);
   }
   return {};
 }
@@ -259,13 +256,9 @@ std::error_code PoolMapping::remove_parts() noexcept {
   unmap();
   std::error_code first;
   for (auto &part : parts_) {
-    if (part.dax_align != 0) {  // a device is never unlinked
-      if (auto ec = zero_device_dax_header(part.path); ec && !first) first = ec;
-      continue;
-    }
-    if (::unlink(part.path.c_str()) != 0 && !first) {
-      first = last_errc();
-      RPMEM_LOG_ERR("cannot unlink part '%s': %s", part.path.c_str(), first.message().c_str());
+    if (auto ec = remove_part(part.path, part.device, false); ec && !first) {
+      first = ec;
+      RPMEM_LOG_ERR("cannot remove part '%s': %s", part.path.c_str(), first.message().c_str());
     }
   }
   close_fds();

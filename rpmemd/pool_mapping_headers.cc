@@ -48,7 +48,8 @@ class PoolMapping::HeaderPages {
   // from the pool's mapping (`base`), which starts at its first byte.
   std::error_code map(const std::vector<Part> &parts, size_t count, uint8_t *base) {
     for (size_t i = 0; i < count; ++i) {
-      if (parts[i].dax_align > kHdrSize && parts[i].file_off == 0 && base != nullptr) {
+      if (parts[i].device && parts[i].device->align > kHdrSize && parts[i].file_off == 0 &&
+          base != nullptr) {
         pages_.push_back(base + parts[i].map_start);
         own_.push_back(false);
         continue;
@@ -94,7 +95,7 @@ std::error_code PoolMapping::init_headers(const PoolAttr &attr) noexcept {
   if (auto ec = pages.map(parts_, nhdrs, base_)) return ec;
   // A device DAX is not created: like a reused file, its header must be zero.
   for (size_t p = 0; p < nhdrs; ++p) {
-    if (parts_[p].dax_align != 0 && !is_zero_bytes(pages.page(p), kHdrSize)) {
+    if (parts_[p].device && !is_zero_bytes(pages.page(p), kHdrSize)) {
       RPMEM_LOG_ERR("non-empty file detected: '%s'", parts_[p].path.c_str());
       return errc(EEXIST);
     }

@@ -97,18 +97,6 @@ std::error_code load_set(const std::string &path, PoolSet &out) {
   return resolve_device_dax(out);
 }
 
-// Opens, locks and unlinks one part for --remove (PMDK's util_unlink_flock);
-// a device DAX is not unlinked: its header is zeroed.
-std::error_code unlink_locked(const std::string &path) {
-  if (device_dax(path)) return zero_device_dax_header(path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return last_errc();
-  std::error_code ec;
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0 || ::unlink(path.c_str()) != 0) ec = last_errc();
-  ::close(fd);
-  return ec;
-}
-
 }  // namespace
 
 PoolStore::PoolStore(std::string dir) : dir_(std::move(dir)) {}
@@ -236,7 +224,7 @@ std::error_code PoolStore::remove(std::string_view name, bool force, bool remove
     if (!parse_ec) {
       // Every part is tried even after a failure, as PMDK does.
       for (const auto &part : set.parts) {
-        std::error_code part_ec = unlink_locked(part.path);
+        std::error_code part_ec = remove_part(part.path, part.device, true);
         if (part_ec && !force) {
           RPMEM_LOG_ERR("cannot remove part '%s': %s", part.path.c_str(),
                         part_ec.message().c_str());

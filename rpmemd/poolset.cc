@@ -148,7 +148,7 @@ rpmem::Result<PoolSet> parse_poolset(std::string_view text) {
     if (tok[1].front() != '/')
       return line_error(lineno, "incorrect path (must be an absolute one)");
     if (tok[0] == "AUTO") {  // a device DAX's own size, resolved when it is opened
-      set.parts.push_back(PoolSetPart{0, std::string(tok[1])});
+      set.parts.push_back(PoolSetPart{0, std::string(tok[1]), std::nullopt});
       continue;
     }
     auto size = parse_poolset_size(tok[0]);
@@ -160,7 +160,7 @@ rpmem::Result<PoolSet> parse_poolset(std::string_view text) {
     // within int64_t so nothing downstream can overflow.
     if (*size > kMaxTotal - total) return line_error(lineno, "pool set too large");
     total += *size;
-    set.parts.push_back(PoolSetPart{*size, std::string(tok[1])});
+    set.parts.push_back(PoolSetPart{*size, std::string(tok[1]), std::nullopt});
   }
   if (lineno == 0) return line_error(1, "the first line must be exactly 'PMEMPOOLSET'");
   if (set.parts.empty()) return Error{errc(EINVAL), "no pool set parts"};

@@ -23,15 +23,31 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace rpmemd {
 
+// A device DAX (/dev/daxX.Y): the whole device is the part, nothing is
+// created or unlinked.
+struct DeviceDax {
+  uint64_t size = 0;   // bytes of the device
+  uint64_t align = 0;  // its mapping alignment (4 KiB, 2 MiB, 1 GiB)
+  // Its NVDIMM region's deep_flush file (writing 1 flushes the memory
+  // controller's write queues); empty when the region has none: stores made
+  // persistent with pmem_persist() are then as deep as the platform takes
+  // them.
+  std::string deep_flush;
+};
+
 struct PoolSetPart {
   uint64_t size = 0;  // configured file size in bytes (>= rpmem::kMinPart); 0: AUTO
   std::string path;   // absolute path, as written in the file
+  // What the part is, decided once when the set is loaded
+  // (resolve_device_dax): a device DAX, or (nullopt) a file.
+  std::optional<DeviceDax> device;
 };
 
 struct PoolSet {

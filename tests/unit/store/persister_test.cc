@@ -65,18 +65,24 @@ std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
   return b;
 }
 
+// choose_persister()'s persister, or null when it refuses the parts.
+std::unique_ptr<Persister> chosen(uint8_t *base, size_t len, const std::vector<MappedPart> &parts) {
+  auto p = choose_persister(base, len, parts);
+  return p ? std::move(p.value()) : nullptr;
+}
+
 // The persister choose_persister() takes for `parts` of `f` (which must
 // outlive it), when it is `name`'s; null otherwise.
 std::unique_ptr<Persister> persister_of(const MappedFile &f, const std::vector<MappedPart> &parts,
                                         const char *name) {
-  auto p = choose_persister(f.base(), kLen, parts);
+  auto p = chosen(f.base(), kLen, parts);
   if (!p || std::string(p->traits().name) != name) return nullptr;
   return p;
 }
 
 std::string medium_of(std::vector<MappedPart> parts) {
   std::vector<uint8_t> mem(kLen);
-  auto p = choose_persister(mem.data(), mem.size(), parts);
+  auto p = chosen(mem.data(), mem.size(), parts);
   return p ? p->traits().name : "none";
 }
 
@@ -84,7 +90,7 @@ TEST(ChoosePersister, TakesTheMediumEveryPartIsOn) {
   MappedPart ram, disk, sync, dax;
   ram.in_ram = true;
   sync.map_sync = true;
-  dax.dax_align = 2 << 20;
+  dax.device = DeviceDax{.size = kLen, .align = 2 << 20, .deep_flush = {}};
   EXPECT_EQ(medium_of({ram, ram}), "ram");
   EXPECT_EQ(medium_of({disk}), "disk");
   EXPECT_EQ(medium_of({ram, disk}), "disk") << "a part on a disk makes a pool on a disk";
@@ -98,7 +104,7 @@ TEST(ChoosePersister, TakesTheMediumEveryPartIsOn) {
 TEST(ChoosePersister, CxlWhenEveryPartIsOnCxl) {
   MappedPart sync, dax, cxl_sync, cxl_dax, cxl_file;
   sync.map_sync = cxl_sync.map_sync = true;
-  dax.dax_align = cxl_dax.dax_align = 2 << 20;
+  dax.device = cxl_dax.device = DeviceDax{.size = kLen, .align = 2 << 20, .deep_flush = {}};
   sync.nd_provider = dax.nd_provider = "ACPI.NFIT";
   cxl_sync.nd_provider = cxl_dax.nd_provider = cxl_file.nd_provider = "CXL";
   EXPECT_EQ(medium_of({cxl_sync, cxl_sync}), "cxl");
@@ -113,12 +119,12 @@ TEST(ChoosePersister, CxlWhenEveryPartIsOnCxl) {
 TEST(ChoosePersister, CxlBehavesAsPersistentMemory) {
   MappedPart sync, cxl_sync, cxl_dax;
   sync.map_sync = cxl_sync.map_sync = true;
-  cxl_dax.dax_align = 2 << 20;
+  cxl_dax.device = DeviceDax{.size = kLen, .align = 2 << 20, .deep_flush = {}};
   cxl_sync.nd_provider = cxl_dax.nd_provider = "CXL";
   std::vector<uint8_t> mem(kLen);
-  auto p = choose_persister(mem.data(), kLen, {sync});
-  auto f = choose_persister(mem.data(), kLen, {cxl_sync});
-  auto d = choose_persister(mem.data(), kLen, {cxl_dax});
+  auto p = chosen(mem.data(), kLen, {sync});
+  auto f = chosen(mem.data(), kLen, {cxl_sync});
+  auto d = chosen(mem.data(), kLen, {cxl_dax});
   ASSERT_TRUE(p && f && d);
   for (const MediumTraits *t : {&f->traits(), &d->traits()}) {
     EXPECT_STREQ(t->name, "cxl");
@@ -142,8 +148,7 @@ TEST(CxlPersister, ADeepPersistIsThePersistAndWritesNoDeepFlush) {
   const std::string deep_flush = dir.path() + "/deep_flush";
   std::ofstream(deep_flush) << "1\n";  // what a region that wants a flush says
   auto parts = f.parts();
-  parts[0].dax_align = 4096;
-  parts[0].deep_flush = deep_flush;
+  parts[0].device = DeviceDax{.size = kLen, .align = 4096, .deep_flush = deep_flush};
   parts[0].nd_provider = "CXL";
   auto d = persister_of(f, parts, "cxl");
   ASSERT_TRUE(d);
@@ -153,7 +158,7 @@ TEST(CxlPersister, ADeepPersistIsThePersistAndWritesNoDeepFlush) {
   EXPECT_EQ(d->sync_all(), std::error_code{}) << "a device is not msync'ed";
   std::ifstream in(deep_flush);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "1\n") << "never written";
-  parts[0].dax_align = 0;  // the same file as one on fsdax
+  parts[0].device.reset();  // the same file as one on fsdax
   parts[0].map_sync = true;
   auto s = persister_of(f, parts, "cxl");
   ASSERT_TRUE(s);
@@ -168,9 +173,9 @@ TEST(ChoosePersister, EachMediumStatesItsTraits) {
   ram.in_ram = true;
   sync.map_sync = true;
   std::vector<uint8_t> mem(kLen);
-  auto r = choose_persister(mem.data(), kLen, {ram});
-  auto d = choose_persister(mem.data(), kLen, {disk});
-  auto p = choose_persister(mem.data(), kLen, {sync});
+  auto r = chosen(mem.data(), kLen, {ram});
+  auto d = chosen(mem.data(), kLen, {disk});
+  auto p = chosen(mem.data(), kLen, {sync});
   ASSERT_TRUE(r && d && p);
   EXPECT_TRUE(r->traits().nic_writes && !r->traits().waits_for_device && !r->traits().apm_sound);
   EXPECT_TRUE(!d->traits().nic_writes && d->traits().waits_for_device && !d->traits().apm_sound);
@@ -223,7 +228,7 @@ TEST(PageCachePersister, FailuresAreEio) {
   const int ro = ::open((dir.path() + "/part").c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(ro, 0);
   parts[0].fd = ro;  // the file, not writable through this descriptor
-  auto p = choose_persister(f.base(), kLen, parts);
+  auto p = chosen(f.base(), kLen, parts);
   ASSERT_TRUE(p);
   const auto a = pattern(100, 4);
   EXPECT_EQ(p->write_durable(8192, a.data(), a.size(), false),
@@ -233,7 +238,7 @@ TEST(PageCachePersister, FailuresAreEio) {
   void *hole = ::mmap(nullptr, 2 * kLen, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(hole, MAP_FAILED);
   ::munmap(hole, 2 * kLen);
-  auto q = choose_persister(static_cast<uint8_t *>(hole), kLen, parts);
+  auto q = chosen(static_cast<uint8_t *>(hole), kLen, parts);
   ASSERT_TRUE(q);
   EXPECT_EQ(q->persist(0, kLen, false), std::make_error_code(std::errc::io_error));
   ::close(ro);
@@ -257,7 +262,7 @@ TEST(FsdaxPersister, OnPmemStoresAreDurableByAFlushAndApmIsSound) {
   parts[0].fd = fd;
   parts[0].map_sync = true;
   parts[0].map_len = kLen;
-  auto p = choose_persister(base, kLen, parts);
+  auto p = chosen(base, kLen, parts);
   ASSERT_TRUE(p);
   EXPECT_STREQ(p->traits().name, "pmem");
   EXPECT_TRUE(p->traits().apm_sound && p->traits().nic_writes);
@@ -291,10 +296,9 @@ TEST(DevdaxPersister, OnADeviceDeepPersistsFlushTheRegion) {
               .size = dax->size,
               .fd = fd,
               .map_len = len,
-              .dax_align = dax->align,
-              .deep_flush = dax->deep_flush,
+              .device = dax,
               .nd_provider = {}};  // named as an NVDIMM's, whatever it is
-  auto p = choose_persister(base, len, parts);
+  auto p = chosen(base, len, parts);
   ASSERT_TRUE(p);
   EXPECT_STREQ(p->traits().name, "pmem");
   EXPECT_TRUE(p->traits().apm_sound);

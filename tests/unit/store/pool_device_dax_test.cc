@@ -41,9 +41,9 @@ class DeviceDaxTest : public ::testing::Test {
     std::ofstream(dev_ + "/size") << size << "\n";
     std::ofstream(dev_ + "/align") << align << "\n";
   }
-  PoolSet set(std::vector<PoolSetPart> parts, bool single_hdr = false) {
+  PoolSet set(const std::vector<std::pair<uint64_t, std::string>> &parts, bool single_hdr = false) {
     PoolSet s;
-    s.parts = std::move(parts);
+    for (const auto &[size, path] : parts) s.parts.push_back({size, path, std::nullopt});
     s.single_hdr = single_hdr;
     return s;
   }

@@ -45,7 +45,7 @@ struct Pool {
     part.map_len = kLen;
     part.in_ram = in_ram;
     parts.push_back(part);
-    persister = choose_persister(base, kLen, parts);
+    persister = std::move(choose_persister(base, kLen, parts).value());
   }
   ~Pool() {
     persister.reset();
