@@ -59,6 +59,7 @@ constexpr StatusInfo kStatusTable[] = {
     {EINVAL, "Invalid pool set configuration"},
     {ESTALE, "Pool opened by another session since"},
     {ENOTSUP, "Durability level not granted by the target"},
+    {ESTALE, "Pool may be behind its master"},
 };
 static_assert(std::size(kStatusTable) == static_cast<size_t>(Status::kCount));
 
@@ -149,7 +150,10 @@ Bytes encode(MsgType type, const PoolRequest &m) {
   if (m.extended) {
     w.u32(m.reopen ? 1 : 0);
     w.raw(m.token.data(), m.token.size());
-    if (m.leveled) w.u32(static_cast<uint32_t>(m.durability));
+    if (m.leveled) {
+      w.u32(static_cast<uint32_t>(m.durability));
+      if (m.ahead) w.u32(m.ahead_flags);
+    }
   }
   return w.finish();
 }
@@ -219,7 +223,7 @@ std::optional<FrameHeader> decode_frame_header(std::span<const uint8_t> b) {
   uint32_t size = r.u32();
   if (!r.done() || reserved != 0 || size > kMaxControlPayload) return std::nullopt;
   if (type < static_cast<uint16_t>(MsgType::kHello) ||
-      type > static_cast<uint16_t>(MsgType::kKeepalive))
+      type > static_cast<uint16_t>(MsgType::kChecksumResp))
     return std::nullopt;
   return FrameHeader{static_cast<MsgType>(type), size};
 }
@@ -263,6 +267,11 @@ std::optional<PoolRequest> decode_pool_request(std::span<const uint8_t> payload)
       const uint32_t level = r.u32();
       if (level >= kLevelsMax) return std::nullopt;
       m.durability = static_cast<Durability>(level);
+      if (r.ok() && !r.done() && m.minor >= kMinorRunAhead) {  // the run-ahead extension
+        m.ahead = true;
+        m.ahead_flags = r.u32();
+        if ((m.ahead_flags & ~kAheadFlags) != 0) return std::nullopt;
+      }
     }
   }
   if (!r.done() || m.pool_set.find('\0') != std::string::npos) return std::nullopt;

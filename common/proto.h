@@ -75,7 +75,18 @@ inline constexpr uint16_t kMajor = 1;
 // minor >= 9, and takes the secret itself from an older client, at epoch
 // 0 only where it crossed the wire in clear. Sealed lanes of such a session
 // key each connection with nonces of both ends (tcp/sealed_stream.h).
-inline constexpr uint16_t kMinor = 9;
+// Minor 10: pools that run ahead of a lost target (RPMEM_ON_LOSS=continue)
+// and catch up. A pool request may carry the run-ahead extension (after the
+// level extension; only towards a daemon of minor >= 10): u32 flags,
+// kRunAhead (the client's pool goes on without its target when it loses
+// it: the daemon gives the session a token and marks the pool durably, in
+// ssh mode too, until the client closes it) and kOpenBehind (the opener's
+// override: open a pool so marked, though it may be behind its master). A
+// daemon of minor >= 10 answers any other open of a marked pool with
+// kBehind. A client of minor >= 10 reports its pool's catch-up (kPoolState,
+// no reply) and asks checksums of the pool's pages (kChecksum, answered by
+// kChecksumResp), both only to a daemon of minor >= 10.
+inline constexpr uint16_t kMinor = 10;
 inline constexpr uint16_t kMinorKeepalive = 1;
 inline constexpr uint16_t kMinorStaged = 2;
 inline constexpr uint16_t kMinorLaneTls = 3;
@@ -85,6 +96,7 @@ inline constexpr uint16_t kMinorResume = 6;
 inline constexpr uint16_t kMinorLevels = 7;
 inline constexpr uint16_t kMinorVerbsResume = 8;
 inline constexpr uint16_t kMinorProofs = 9;
+inline constexpr uint16_t kMinorRunAhead = 10;
 
 inline constexpr size_t kFrameHeaderSize = 8;
 inline constexpr uint32_t kMaxControlPayload = 64 * 1024;
@@ -105,6 +117,9 @@ enum class MsgType : uint16_t {
   kRemove = 9,  // service mode: what `rpmemd --remove` does in ssh mode
   kRemoveResp = 10,
   kKeepalive = 11,  // client -> rpmemd, no payload, no reply: "still here"
+  kPoolState = 12,  // client -> rpmemd, no reply: its pool's catch-up (minor 10)
+  kChecksum = 13,   // client -> rpmemd: checksums of pages, please (minor 10)
+  kChecksumResp = 14,
 };
 
 // Status codes in control replies, as PMDK's enum rpmem_err.
@@ -129,7 +144,11 @@ enum class Status : uint32_t {
   // Minor 7: the durability level asked for is not granted (rpmemd's
   // durability-visible is off); sent only to a client of minor >= 7.
   kNoLevel = 15,
-  kCount = 16,
+  // Minor 10: the pool may be behind its master (a session that could run
+  // ahead of it ended without a close); sent only to a client of minor >= 10
+  // (an older one gets kBusy).
+  kBehind = 16,
+  kCount = 17,
 };
 
 // Status -> errno on the client, and the fixed message for rpmem_errormsg().
@@ -204,7 +223,17 @@ struct PoolRequest {  // kCreate / kOpen
   // needs `extended`); without it the pool is persistent.
   bool leveled = false;
   Durability durability = Durability::kPersistent;
+  // The run-ahead extension (minor 10), after the level extension: u32
+  // flags (kRunAhead, kOpenBehind). Sent only to a daemon of minor >= 10
+  // (`ahead`, which needs `leveled`).
+  bool ahead = false;
+  uint32_t ahead_flags = 0;
 };
+
+// PoolRequest::ahead_flags.
+inline constexpr uint32_t kRunAhead = 1;
+inline constexpr uint32_t kOpenBehind = 2;
+inline constexpr uint32_t kAheadFlags = kRunAhead | kOpenBehind;
 
 inline constexpr uint32_t kPoolHasHeaders = 1;  // offsets below 4096 are the header
 
@@ -302,6 +331,42 @@ std::optional<SetAttrRequest> decode_set_attr(std::span<const uint8_t> payload);
 std::optional<CloseRequest> decode_close(std::span<const uint8_t> payload);
 std::optional<RemoveRequest> decode_remove(std::span<const uint8_t> payload);
 std::optional<StatusResponse> decode_status_response(std::span<const uint8_t> payload);
+
+// --- Minor 10: a pool that ran ahead of its target, catching up ---------------
+// proto_resync.cc. The client's report of its pool (kPoolState).
+enum class PoolSync : uint32_t { kInSync = 0, kBehind = 1, kResyncing = 2 };
+struct PoolStateReport {
+  PoolSync state = PoolSync::kInSync;
+  uint64_t bytes_left = 0;  // to send again
+  uint64_t bytes_done = 0;  // sent again so far
+  uint64_t behind_ms = 0;   // since the pool went behind (0 in sync)
+};
+// kChecksum: the pages [first, first + count) of each range, each
+// kChecksumPage bytes of the pool (the last one up to the pool's end), at
+// most kMaxChecksumPages in all; kChecksumResp: a status and one u64 a page
+// (XXH3_64bits of its bytes), in order.
+inline constexpr uint32_t kChecksumPage = 4096;
+inline constexpr uint32_t kMaxChecksumPages = 8000;   // the answer within kMaxControlPayload
+inline constexpr uint32_t kMaxChecksumRanges = 4000;  // the request within it
+struct PageRange {
+  uint64_t first = 0;
+  uint32_t count = 0;
+};
+struct ChecksumRequest {
+  std::vector<PageRange> ranges;
+};
+struct ChecksumResponse {
+  Status status = Status::kSuccess;
+  std::vector<uint64_t> sums;
+};
+Bytes encode(const PoolStateReport &m);
+Bytes encode(const ChecksumRequest &m);
+Bytes encode(const ChecksumResponse &m);
+std::optional<PoolStateReport> decode_pool_state(std::span<const uint8_t> payload);
+// nullopt also for no page, more than kMaxChecksumPages or more than
+// kMaxChecksumRanges.
+std::optional<ChecksumRequest> decode_checksum_request(std::span<const uint8_t> payload);
+std::optional<ChecksumResponse> decode_checksum_response(std::span<const uint8_t> payload);
 
 // PoolAttr on the wire: struct rpmem_pool_attr's layout, integers little-endian.
 void encode_attr(const PoolAttr &a, uint8_t *out);

@@ -14,6 +14,18 @@ void LaneSet::shutdown_all() noexcept {
     if (slots_[i].lane) slots_[i].lane->shutdown();
 }
 
+void LaneSet::replace(Lanes lanes) noexcept {
+  std::lock_guard lock(roster_);
+  for (size_t i = 0; i < n_ && i < lanes.size(); ++i) {
+    std::lock_guard use(slots_[i].use);
+    slots_[i].lane = std::move(lanes[i]);  // the old one closes here
+  }
+}
+
+std::vector<transport::PoolRange> LaneSet::unacknowledged(unsigned i) {
+  return with(i, [](transport::InitiatorLane &l) { return l.unacknowledged(); });
+}
+
 void LaneSet::clear() noexcept {
   std::lock_guard lock(roster_);
   for (size_t i = 0; i < n_; ++i) {

@@ -34,11 +34,26 @@ class LaneSet {
     std::lock_guard lock(s.use);
     return f(*s.lane);
   }
+  // f(lane(i)) with every slot held (taken in order, once each call under
+  // way is done): no call of the application is on a lane meanwhile.
+  // `lane(i)` may be called only within f.
+  template <class F>
+  auto with_all(F &&f) {
+    std::vector<std::unique_lock<std::mutex>> held;
+    held.reserve(n_);
+    for (size_t i = 0; i < n_; ++i) held.emplace_back(slots_[i].use);
+    return f([this](unsigned i) -> transport::InitiatorLane & { return *slots_[i].lane; });
+  }
   // Every lane fails its call in progress and every later one (ECONNRESET).
   void shutdown_all() noexcept;
   // Every lane closed (its connection with it); with() may not be called
   // afterwards.
   void clear() noexcept;
+  // `lanes` (size() of them) in the place of the ones there, each taken
+  // once its slot's call under way (if any) is done; the old ones closed.
+  void replace(Lanes lanes) noexcept;
+  // What lane `i` has not had acknowledged (between its calls).
+  std::vector<transport::PoolRange> unacknowledged(unsigned i);
 
  private:
   struct Slot {

@@ -43,6 +43,13 @@ std::error_code status_exchange(ControlChannel &ch, const proto::Bytes &request,
   return {};
 }
 
+void end_session(ControlChannel &ch, bool create, std::chrono::milliseconds timeout) {
+  proto::CloseRequest close{create ? proto::kCloseRemove : 0};
+  proto::Bytes payload;
+  if (!ch.send(proto::encode(close), timeout))
+    ch.recv(proto::MsgType::kCloseResp, payload, timeout);
+}
+
 }  // namespace pool_detail
 
 using pool_detail::checked_target;
@@ -92,7 +99,8 @@ int remove_from_service(const TargetAddress &target, const Settings &settings,
 constexpr std::chrono::milliseconds kLostCloseWait{200};
 
 int Pool::set_attr(const PoolAttr *attr) noexcept try {
-  if (int err = life_.admit(PoolCall::kSetAttr)) return err;
+  int err = 0;
+  if (life_.admit(PoolCall::kSetAttr, err) == Admit::kRefuse) return err;
   std::lock_guard lock(control_mu_);
   proto::SetAttrRequest req;
   if (attr) req.attr = *attr;
@@ -107,6 +115,7 @@ int Pool::set_attr(const PoolAttr *attr) noexcept try {
     return proto::status_to_errno(status);
   }
   if (reopen_) reopen_->attr = req.attr;  // what a reopen must find
+  if (ahead_) ahead_->attr = req.attr;    // ... and a reattach
   return 0;
 } catch (...) {
   set_errormsg("set attributes request failed: out of memory");
@@ -115,9 +124,11 @@ int Pool::set_attr(const PoolAttr *attr) noexcept try {
 
 int Pool::close() noexcept try {
   stop_keepalive();
+  const PoolState s = life_.state();
+  if (ahead_ && (s == PoolState::kBehind || s == PoolState::kCatchingUp)) return close_ahead();
   std::lock_guard lock(control_mu_);
   lanes_.clear();  // closes every data connection
-  if (int err = life_.admit(PoolCall::kClose)) {
+  if (int err = 0; life_.admit(PoolCall::kClose, err) == Admit::kRefuse) {
     // The target is lost: nobody would answer a close request. rpmemd ends
     // the session on its own (the control channel's end, or its
     // peer-timeout); what was acknowledged is durable there.
@@ -140,6 +151,9 @@ int Pool::close() noexcept try {
     set_errormsg("close request failed: %s", strerror(proto::status_to_errno(status)));
     return proto::status_to_errno(status);
   }
+  // In sync and closed: the target no longer marks the pool, nor does this
+  // client keep a record of it.
+  if (ahead_) ahead_->record.remove();
   return 0;
 } catch (...) {
   set_errormsg("close request failed: %s", strerror(ENOMEM));

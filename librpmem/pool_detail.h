@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: BSD-3-Clause
-// What the Pool's files (pool.cc, pool_control.cc, pool_reopen.cc) share:
+// What the Pool's files (pool.cc, pool_control.cc, pool_ahead.cc) share:
 // failures in PMDK's words, the target's check, and a request with a status
 // reply. Internal to librpmem.
 #ifndef RPMEM_LIBRPMEM_POOL_DETAIL_H
@@ -46,6 +46,10 @@ Result<TargetAddress> checked_target(const std::string &text);
 std::error_code status_exchange(ControlChannel &ch, const proto::Bytes &request,
                                 proto::MsgType reply_type, std::chrono::milliseconds timeout,
                                 proto::Status &status);
+
+// Ends a session the pool cannot use, with a close request: the target
+// undoes what it did (`create`: the pool it created is removed).
+void end_session(ControlChannel &ch, bool create, std::chrono::milliseconds timeout);
 
 }  // namespace rpmem::pool_detail
 

@@ -7,34 +7,59 @@
 
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 namespace rpmem {
 
 const char *state_name(PoolState s) noexcept {
-  static constexpr const char *kNames[] = {"in sync", "coming back", "lost", "closed"};
+  static constexpr const char *kNames[] = {"in sync", "coming back", "lost",
+                                           "closed",  "behind",      "catching up"};
   return kNames[static_cast<size_t>(s)];
 }
 
-int PoolLife::admit(PoolCall call) const noexcept {
+Admit PoolLife::admit(PoolCall call, int &err) const noexcept {
   switch (state()) {
     case PoolState::kInSync:
     case PoolState::kComingBack:
-      return 0;
+      return Admit::kTarget;
+    case PoolState::kBehind:
+    case PoolState::kCatchingUp: {
+      const bool catching_up = state() == PoolState::kCatchingUp;
+      if (call == PoolCall::kRead) {
+        set_errormsg(
+            "read operation failed: the replica is behind its pool (RPMEM_ON_LOSS=continue) and "
+            "is no source until it has caught up");
+        err = ESTALE;
+        return Admit::kRefuse;
+      }
+      if (catching_up) return Admit::kTarget;
+      if (call == PoolCall::kSetAttr) {
+        set_errormsg("set attributes request failed: the pool runs ahead of its target");
+        err = ENOTCONN;
+        return Admit::kRefuse;
+      }
+      return Admit::kLocal;
+    }
     case PoolState::kLost:
       break;
     case PoolState::kClosed:
       set_errormsg("the pool is closed");
-      return EINVAL;
+      err = EINVAL;
+      return Admit::kRefuse;
   }
   // At the gate every call says the connection is lost, but close, which
   // keeps PMDK's words for any failure.
-  if (call == PoolCall::kClose) return lost_error(call);
+  if (call == PoolCall::kClose) {
+    err = lost_error(call);
+    return Admit::kRefuse;
+  }
   try {
     set_errormsg("connection lost: %s", lost_why().c_str());
   } catch (...) {
     set_errormsg("connection lost");
   }
-  return ECONNRESET;
+  err = ECONNRESET;
+  return Admit::kRefuse;
 }
 
 int PoolLife::lost_error(PoolCall call) const noexcept try {
@@ -56,7 +81,7 @@ int PoolLife::lost_error(PoolCall call) const noexcept try {
 bool PoolLife::move(PoolState from, PoolState to) noexcept {
   std::lock_guard lock(mu_);
   if (state_.load(std::memory_order_relaxed) != from) return false;
-  state_.store(to, std::memory_order_release);
+  state_.store(to);
   return true;
 }
 
@@ -65,20 +90,42 @@ bool PoolLife::coming_back() noexcept { return move(PoolState::kInSync, PoolStat
 bool PoolLife::back() noexcept { return move(PoolState::kComingBack, PoolState::kInSync); }
 
 bool PoolLife::lose(const std::string &why) noexcept {
+  bool behind = false;
   {
     std::lock_guard lock(mu_);
     const PoolState s = state_.load(std::memory_order_relaxed);
-    if (s != PoolState::kInSync && s != PoolState::kComingBack) return false;
+    if (s != PoolState::kInSync && s != PoolState::kComingBack && s != PoolState::kCatchingUp)
+      return false;
     try {
       why_ = why;
     } catch (...) {
     }
-    state_.store(PoolState::kLost, std::memory_order_release);
+    behind = run_ahead_ && hooks_.prepare_behind && hooks_.prepare_behind(why);
+    state_.store(behind ? PoolState::kBehind : PoolState::kLost);
   }
-  RPMEM_LOG_ERR("target lost: %s", why.c_str());
-  if (on_lost_) on_lost_();
+  if (behind)
+    RPMEM_LOG_WARN("target lost: %s; the pool runs ahead of it (RPMEM_ON_LOSS=continue)",
+                   why.c_str());
+  else
+    RPMEM_LOG_ERR("target lost: %s", why.c_str());
+  if (hooks_.on_lost) hooks_.on_lost(behind);
   return true;
 }
+
+bool PoolLife::catching_up() noexcept {
+  if (!move(PoolState::kBehind, PoolState::kCatchingUp)) return false;
+  // A call that saw the pool behind has marked what it covers by now.
+  while (local_calls_.load() != 0) std::this_thread::yield();
+  return true;
+}
+
+bool PoolLife::caught_up() noexcept {
+  if (!move(PoolState::kCatchingUp, PoolState::kInSync)) return false;
+  while (local_calls_.load() != 0) std::this_thread::yield();
+  return true;
+}
+
+bool PoolLife::opened_behind() noexcept { return move(PoolState::kInSync, PoolState::kBehind); }
 
 void PoolLife::close() noexcept {
   std::lock_guard lock(mu_);

@@ -29,11 +29,12 @@ constexpr std::chrono::seconds kKeepaliveInterval{3};
 constexpr std::chrono::seconds kReopenStep{2};
 constexpr std::chrono::milliseconds kReopenPause{200};
 
-void Pool::start_keepalive(bool send_keepalives) {
+void Pool::start_keepalive(bool send_keepalives) noexcept try {
   const int watched = channel_->hangup_fd();
-  if (!send_keepalives && watched < 0) return;
+  if (!send_keepalives && watched < 0 && !ahead_) return;
   keepalive_stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (keepalive_stop_fd_ < 0) throw std::system_error(errno, std::generic_category(), "eventfd");
+  if (ahead_) wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);  // none: it looks every 500 ms
   // A copy of the descriptor: the channel may close its own on a timeout,
   // and the number must not name another file while it is watched.
   const int hangup = watched >= 0 ? ::fcntl(watched, F_DUPFD_CLOEXEC, 0) : -1;
@@ -47,47 +48,93 @@ void Pool::start_keepalive(bool send_keepalives) {
     if (hangup >= 0) ::close(hangup);
     ::close(keepalive_stop_fd_);
     keepalive_stop_fd_ = -1;
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+    wake_fd_ = -1;
     throw;
   }
+} catch (const std::exception &e) {  // the session works without (but never catches up)
+  RPMEM_LOG_WARN("no keepalive thread: %s", e.what());
 }
 
 void Pool::watch_channel(int &hangup, bool send_keepalives) noexcept {
   const bool keepalives = send_keepalives;
   // The first keepalive at once: from then on the daemon expects them.
   for (;;) {
+    // A pool behind its target reattaches (a new channel: its keepalives
+    // again) and catches up here.
+    if (ahead_ && life_.state() == PoolState::kBehind) {
+      if (!ahead_->attached.load()) {
+        if (!behind_turn(hangup)) return;
+        if (ahead_->attached.load()) send_keepalives = keepalives;
+        continue;
+      }
+      if (ahead_->armed.load() && !catch_up() && stop_requested()) return;
+    }
     if (send_keepalives) {
       std::lock_guard lock(control_mu_);
       if (auto ec = channel_->send(proto::encode_keepalive(), settings_.control_timeout())) {
         RPMEM_LOG_WARN("keepalive: %s", ec.message().c_str());
         send_keepalives = false;  // the channel is gone; still watched for its end
-        if (hangup < 0) return;
+        if (hangup < 0 && !ahead_) return;
       }
     }
-    pollfd p[2] = {{keepalive_stop_fd_, POLLIN, 0}, {hangup, POLLRDHUP, 0}};
-    const int rc = ::poll(p, hangup >= 0 ? 2 : 1,
-                          static_cast<int>(std::chrono::milliseconds(kKeepaliveInterval).count()));
+    // Behind (opened so, waiting for a write), the thread looks often.
+    const auto interval = ahead_ && life_.state() == PoolState::kBehind
+                              ? std::chrono::milliseconds(500)
+                              : std::chrono::milliseconds(kKeepaliveInterval);
+    // (poll skips a descriptor of -1.)
+    pollfd p[3] = {{keepalive_stop_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}, {hangup, POLLRDHUP, 0}};
+    const int rc = ::poll(p, 3, static_cast<int>(interval.count()));
     if (rc < 0 && errno != EINTR) return;
     if (rc <= 0) continue;
     if (p[0].revents) return;  // stop
-    if (p[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+    if (p[1].revents) drain_wake();
+    if (p[2].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+      if (ahead_ && life_.state() == PoolState::kBehind) {
+        // Opened behind, its session ended before anything was sent: the
+        // next write reattaches.
+        ahead_->attached.store(false);
+        ahead_->old_channel.store(true);
+        lanes_.shutdown_all();
+        continue;
+      }
       if (reopen_) {  // a service: it may be restarting
         if (reopen(hangup)) {
           send_keepalives = keepalives;
           continue;
         }
+        if (ahead_ && life_.state() == PoolState::kBehind) continue;
         return;
       }
       // PMDK's words for it in rpmem_errormsg(); the detail in the log.
       RPMEM_LOG_ERR("the target's rpmemd ended the session (its control channel closed)");
       life_.lose(strerror(ECONNRESET));
+      if (ahead_ && life_.state() == PoolState::kBehind) continue;
       return;
     }
   }
 }
 
-bool Pool::stop_requested() const noexcept {
-  pollfd p{keepalive_stop_fd_, POLLIN, 0};
-  return ::poll(&p, 1, 0) == 1;
+bool Pool::stop_requested() const noexcept { return !pause(std::chrono::milliseconds(0)); }
+
+bool Pool::pause(std::chrono::milliseconds d) const noexcept {
+  pollfd p[2] = {{keepalive_stop_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+  if (::poll(p, 2, static_cast<int>(d.count())) <= 0) return true;
+  if (p[0].revents) return false;
+  drain_wake();
+  return true;
+}
+
+void Pool::wake() noexcept {
+  const uint64_t one = 1;
+  if (wake_fd_ >= 0) [[maybe_unused]]
+    auto n = ::write(wake_fd_, &one, sizeof(one));
+}
+
+void Pool::drain_wake() const noexcept {
+  uint64_t n = 0;
+  if (wake_fd_ >= 0) [[maybe_unused]]
+    auto r = ::read(wake_fd_, &n, sizeof(n));
 }
 
 int Pool::reopen_once(Handshake &hs, std::chrono::milliseconds left, bool &fatal) {
@@ -107,6 +154,7 @@ int Pool::reopen_once(Handshake &hs, std::chrono::milliseconds left, bool &fatal
     }
     req = r.request;
     req.leveled = r.request.leveled && hello.minor >= proto::kMinorLevels;
+    req.ahead = r.request.ahead && req.leveled && hello.minor >= proto::kMinorRunAhead;
     return 0;
   };
   const int err = handshake(connector_, settings_, ha, hs);
@@ -162,6 +210,10 @@ bool Pool::take_reopened(Handshake &hs, int &hangup, std::string &why) {
     return false;
   }
   r.token = resp.token;
+  if (ahead_) {
+    std::lock_guard lock(ahead_->mu);
+    std::copy(resp.token.begin(), resp.token.end(), ahead_->rec.token.begin());
+  }
   // A service that no longer grants the visible level: every call is
   // persistent from now on (a stronger promise, never a weaker one).
   if ((resp.levels & proto::level_bit(proto::Durability::kVisible)) == 0)
@@ -219,9 +271,8 @@ bool Pool::reopen(int &hangup) noexcept try {
       if (fatal) break;
     }
     const auto next = now + kReopenPause;
-    pollfd p{keepalive_stop_fd_, POLLIN, 0};
     const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now());
-    if (wait.count() > 0 && ::poll(&p, 1, static_cast<int>(wait.count())) == 1) return false;
+    if (wait.count() > 0 && !pause(wait)) return false;
   }
   if (!fatal) {
     RPMEM_LOG_ERR("the service did not come back (last try: %s)", why.c_str());
@@ -241,6 +292,8 @@ void Pool::stop_keepalive() noexcept {
   if (keepalive_.joinable()) keepalive_.join();
   ::close(keepalive_stop_fd_);
   keepalive_stop_fd_ = -1;
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+  wake_fd_ = -1;
 }
 
 }  // namespace rpmem

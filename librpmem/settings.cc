@@ -85,16 +85,25 @@ bool seconds(const Variable &, const char *value, Settings &s) {
   return true;
 }
 
-// persistent or visible (empty: the default); anything else fails create
+// `off` or `on` (empty: the default) into `flag`; anything else fails create
 // and open.
-bool durability(const Variable &v, const char *value, Settings &s) {
+bool one_of(const Variable &v, const char *value, const char *off, const char *on, bool &flag,
+            Settings &s) {
   if (*value == '\0') return true;
-  if (std::strcmp(value, "visible") == 0 || std::strcmp(value, "persistent") == 0) {
-    s.visible = value[0] == 'v';
+  if (std::strcmp(value, on) == 0 || std::strcmp(value, off) == 0) {
+    flag = std::strcmp(value, on) == 0;
     return true;
   }
-  s.bad = std::string(v.name) + ": invalid value '" + value + "' (persistent or visible)";
+  s.bad = std::string(v.name) + ": invalid value '" + value + "' (" + off + " or " + on + ")";
   return false;
+}
+
+bool durability(const Variable &v, const char *value, Settings &s) {
+  return one_of(v, value, "persistent", "visible", s.visible, s);
+}
+
+bool on_loss(const Variable &v, const char *value, Settings &s) {
+  return one_of(v, value, "fail", "continue", s.run_ahead, s);
 }
 
 // 0 nothing .. 5 debug (anything that is not a number is 0).
@@ -138,6 +147,14 @@ constexpr Variable kVariables[] = {
     tls_file<&Settings::tls_cert>("RPMEM_TLS_CERT"),
     tls_file<&Settings::tls_key>("RPMEM_TLS_KEY"),
     tls_file<&Settings::tls_ca>("RPMEM_TLS_CA"),
+    {"RPMEM_ON_LOSS", "fail",
+     "What a pool does when its target is lost past RPMEM_TIMEOUT, read at create and open", false,
+     on_loss},
+    {"RPMEM_STATE_DIR", "$XDG_STATE_HOME/rpmem",
+     "Where a pool that runs ahead of its target keeps its record", false,
+     text<&Settings::state_dir>},
+    {"RPMEM_OPEN_BEHIND", "0", "1: open a pool whose replica may be behind its master", false,
+     on_off<&Settings::open_behind>},
     {"RPMEM_LOG_LEVEL", "0", "0 nothing", true, log_level},
     {"RPMEM_LOG_FILE", "standard error", "Where the log goes", true, log_file},
 };
@@ -157,6 +174,12 @@ void read_all(bool once, Settings &s) {
 }  // namespace
 
 std::span<const Variable> variables() { return kVariables; }
+
+std::string default_state_dir() {
+  if (const char *x = env("XDG_STATE_HOME"); x && *x == '/') return std::string(x) + "/rpmem";
+  if (const char *h = env("HOME"); h && *h == '/') return std::string(h) + "/.local/state/rpmem";
+  return "/var/lib/rpmem";
+}
 
 Settings Settings::from_env() {
   Settings s;

@@ -46,6 +46,17 @@ struct Settings {
   bool data_seal = true;
   // RPMEM_DURABILITY: the pool's level, persistent (the default) or visible.
   bool visible = false;
+  // RPMEM_ON_LOSS: what a pool does when its target is lost past the bound:
+  // fail (the default: every call fails) or continue (`run_ahead`: the
+  // pool goes on without its replica, records what changed, and catches up
+  // by itself when the target is back).
+  bool run_ahead = false;
+  // RPMEM_STATE_DIR: where a pool that runs ahead keeps its record (empty:
+  // default_state_dir()).
+  std::string state_dir;
+  // RPMEM_OPEN_BEHIND=1: open a pool whose replica may be behind its master
+  // all the same (an override, logged by rpmemd), and read from it.
+  bool open_behind = false;
   // Why create and open must fail with EINVAL (a variable read at create
   // and open with a value it does not take), in rpmem_errormsg()'s words;
   // empty when none.
@@ -77,6 +88,10 @@ struct Variable {
 
 // The table, in librpmem(7)'s order.
 std::span<const Variable> variables();
+
+// $XDG_STATE_HOME/rpmem, else $HOME/.local/state/rpmem, else
+// /var/lib/rpmem (secure-execution mode: the last).
+std::string default_state_dir();
 
 // Applies RPMEM_LOG_LEVEL / RPMEM_LOG_FILE, once per process.
 void init_logging_once();

@@ -272,6 +272,7 @@ void Service::Loop::serve(const std::shared_ptr<Conn> &conn) noexcept {
     params.client_lanes = c.client_lanes;
     params.max_client_lanes = config_.max_lanes_per_client;
     params.status = c.status;
+    params.behind = behind_;
     params.session_tokens = true;
     // TLS lanes: the service's context, and the certificate this client
     // proved it holds, which each of its lanes must present too.

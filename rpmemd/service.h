@@ -96,6 +96,9 @@ class Service {
     int64_t started_ns_ = 0;
     uint64_t sessions_started_ = 0;
     std::map<std::string, rpmem::transport::LaneTotals> ended_;
+    // Pools whose client could run ahead and whose session ended without
+    // a close (StatusSnapshot::behind).
+    std::shared_ptr<BehindPools> behind_ = std::make_shared<BehindPools>();
     std::string systemd_status_;  // the last STATUS= sent
     uint64_t watchdog_usec_ = 0;  // WatchdogSec= of the unit; 0: none
   };

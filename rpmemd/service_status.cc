@@ -81,6 +81,7 @@ StatusSnapshot Service::Loop::snapshot(bool detailed) const {
         config_.max_lanes_per_client},
        {"descriptors (RLIMIT_NOFILE)", open_descriptors(), static_cast<uint64_t>(rl.rlim_cur)}});
   s.ended.assign(ended_.begin(), ended_.end());
+  s.behind = behind_->list();
   return s;
 }
 

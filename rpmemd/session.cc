@@ -87,6 +87,20 @@ Session::~Session() {
 }
 
 void Session::release(bool remove) noexcept {
+  // A pool whose client could run ahead of it, left without a close: it
+  // may be behind its master until that client comes back.
+  if (pool_ && ahead_ && !token_path_.empty()) {
+    RPMEM_LOG_NOTICE(
+        "pool set '%s' may be behind its master from now on (its session, which could run "
+        "ahead of it, ended without a close)",
+        pool_set_.c_str());
+    try {
+      if (params_.behind)
+        params_.behind->ended(pool_set_, params_.status ? params_.status->view().cn : "");
+    } catch (...) {
+    }
+  }
+  ahead_ = false;
   if (target_) target_->stop();
   if (target_ && params_.status) params_.status->pool_closed();
   target_.reset();
@@ -186,6 +200,7 @@ std::error_code Session::handle_close(const proto::Bytes &payload) {
     session_tokens::forget(token_path_);
     token_path_.clear();
   }
+  ahead_ = false;  // nor is it behind anything
   if (pool_)
     release(created_ && (req->flags & proto::kCloseRemove));
   else {
@@ -270,6 +285,12 @@ SessionEnd Session::run() noexcept try {
         break;
       case MsgType::kSetAttr:
         ec = handle_set_attr(payload);
+        break;
+      case MsgType::kPoolState:  // no reply
+        ec = handle_pool_state(payload);
+        break;
+      case MsgType::kChecksum:
+        ec = handle_checksum(payload);
         break;
       case MsgType::kClose:
         ec = handle_close(payload);

@@ -67,6 +67,9 @@ struct SessionParams {
   // Service mode: where the status channel reads what this session's pool
   // and lanes are doing (null: nothing is counted).
   std::shared_ptr<SessionStatus> status;
+  // Service mode: where a pool whose client could run ahead of it, and
+  // whose session ended without a close, is listed (null: nowhere).
+  std::shared_ptr<BehindPools> behind;
   // Service mode: each open gives the pool a session token
   // (session_tokens.h), and a client whose service restarted may reopen its
   // pool with it.
@@ -115,6 +118,11 @@ class Session {
                    proto::PoolResponse &resp);
   proto::Status grant_levels(const proto::PoolRequest &req);
   proto::Status write_back_left_over(bool create);
+  proto::Status open_behind(const proto::PoolRequest &req) const;
+  // The catch-up of a pool that ran ahead (session_catchup.cc): the
+  // client's report, the checksums of pages.
+  std::error_code handle_pool_state(const proto::Bytes &payload);
+  std::error_code handle_checksum(const proto::Bytes &payload);
   static void count_reopened() noexcept;
   std::error_code handle_set_attr(const proto::Bytes &payload);
   std::error_code handle_close(const proto::Bytes &payload);
@@ -136,9 +144,11 @@ class Session {
   int idle_fd_ = -1;                       // timerfd: the control channel's silence bound
   bool keepalives_ = false;                // the client sends them: silence ends the session
   bool created_ = false;
+  bool ahead_ = false;      // the open pool's client may run ahead of it (proto::kRunAhead)
   std::string pool_set_;    // the name the open pool was created/opened by
   std::string token_path_;  // its pool set file, when it has a session token
-  bool apm_ = false;        // the open pool is served with APM (verbs only)
+  proto::PoolSync reported_ = proto::PoolSync::kInSync;  // the client's last report
+  bool apm_ = false;  // the open pool is served with APM (verbs only)
 };
 
 // Blocks SIGTERM and SIGINT in the calling thread, so that every thread

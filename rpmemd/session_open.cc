@@ -90,7 +90,7 @@ Status Session::open_pool(bool create, const proto::PoolRequest &req, rpmem::Poo
 // writes; its size. poolset_path: where the pool's token lives (empty: this
 // daemon keeps no tokens).
 Status Session::check_pool(bool create, const proto::PoolRequest &req, std::string &poolset_path) {
-  if (params_.session_tokens) store_.path_of(req.pool_set, poolset_path);
+  store_.path_of(req.pool_set, poolset_path);
   if (req.reopen && !create) {
     const session_tokens::Verdict v =
         poolset_path.empty() ? session_tokens::Verdict::kStale
@@ -107,6 +107,8 @@ Status Session::check_pool(bool create, const proto::PoolRequest &req, std::stri
     RPMEM_LOG_NOTICE("pool set '%s' reopened by its session of before the restart",
                      req.pool_set.c_str());
     count_reopened();
+  } else if (!create && !poolset_path.empty() && session_tokens::runs_ahead(poolset_path)) {
+    if (Status s = open_behind(req); s != Status::kSuccess) return s;
   }
   if (pool_->size() < rpmem::kMinPool) {
     RPMEM_LOG_ERR("invalid pool size -- must be >= %zu", rpmem::kMinPool);
@@ -117,6 +119,26 @@ Status Session::check_pool(bool create, const proto::PoolRequest &req, std::stri
     return Status::kBadSize;
   }
   return Status::kSuccess;
+}
+
+// An open of a pool that may be behind its master (the token of a session
+// that could run ahead of it: that session ended without a close), by
+// anyone but that session: refused, unless the opener overrides it, which
+// is logged.
+Status Session::open_behind(const proto::PoolRequest &req) const {
+  if ((req.ahead_flags & proto::kOpenBehind) != 0) {
+    RPMEM_LOG_WARN(
+        "pool set '%s' opened though it may be behind its master (the opener's override, "
+        "RPMEM_OPEN_BEHIND)",
+        req.pool_set.c_str());
+    return Status::kSuccess;
+  }
+  RPMEM_LOG_ERR(
+      "cannot open pool set '%s': it may be behind its master (a client that could run ahead "
+      "of it ended its session without a close): its own client's next open, or pmempool "
+      "sync from the master, brings it up to date",
+      req.pool_set.c_str());
+  return req.minor >= proto::kMinorRunAhead ? Status::kBehind : Status::kBusy;
 }
 
 // The lanes' keys: sealed lanes take a master from the control channel's TLS
@@ -208,18 +230,18 @@ Status Session::start_target(uint32_t offered, const rpmem::transport::TargetPar
 // may reopen it then.
 void Session::issue_token(const proto::PoolRequest &req, const std::string &poolset_path,
                           proto::PoolResponse &resp) {
-  if (!params_.session_tokens) {  // ssh mode: not the token's session
-    std::string path;
-    if (!store_.path_of(req.pool_set, path)) session_tokens::forget(path);
+  if (poolset_path.empty()) return;
+  const bool ahead = (req.ahead_flags & proto::kRunAhead) != 0;
+  if (!params_.session_tokens && !ahead) {  // ssh mode: not the token's session
+    session_tokens::forget(poolset_path);
     return;
   }
-  if (poolset_path.empty()) return;
   resp.tokened = req.minor >= proto::kMinorResume;
   proto::SessionToken token{};
-  const std::error_code tec = resp.tokened
-                                  ? session_tokens::issue(poolset_path, pool_->part_ids(),
-                                                          req.reopen ? &req.token : nullptr, token)
-                                  : std::error_code{};
+  const std::error_code tec =
+      resp.tokened ? session_tokens::issue(poolset_path, pool_->part_ids(),
+                                           req.reopen ? &req.token : nullptr, ahead, token)
+                   : std::error_code{};
   if (resp.tokened && !tec) {
     resp.token.assign(token.begin(), token.end());
     token_path_ = poolset_path;
@@ -345,6 +367,8 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
       return static_cast<int64_t>(persister.unpersisted_age().count());
     });
   }
+  ahead_ = (req.ahead_flags & proto::kRunAhead) != 0;
+  if (params_.behind) params_.behind->opened(pool_set_);
   resp.nlanes = nlanes;
   resp.port = target_->port();
   resp.transport = kind;

@@ -19,17 +19,19 @@
 namespace rpmemd::session_tokens {
 namespace {
 
-// The file: u32 magic, u32 flags (kHasProved), the token, the token the
+// The file: u32 magic, u32 flags (kHasProved, kAhead), the token, the token the
 // last reopen proved (zero without kHasProved), u32 parts, then each part's
 // u64 device, u64 inode and u64 birth time (ns). A file of kTokenSize bytes alone is a token of
 // an older rpmemd (no proved token, parts unknown).
 constexpr uint32_t kMagic = 0x32544d52;  // "RMT2"
 constexpr uint32_t kHasProved = 1;
+constexpr uint32_t kAhead = 2;  // the session may run ahead of the pool
 constexpr size_t kHead = 4 + 4 + 2 * proto::kTokenSize + 4;
 constexpr uint32_t kMaxParts = 65536;
 constexpr size_t kPartSize = 24;
 
 struct Record {
+  bool ahead = false;
   proto::SessionToken token{};
   std::optional<proto::SessionToken> proved;
   std::optional<std::vector<FileId>> parts;  // nullopt: an older rpmemd's file
@@ -56,7 +58,7 @@ proto::Bytes encode(const Record &r) {
   proto::Bytes b(kHead + kPartSize * parts.size());
   uint8_t *p = b.data();
   rpmem::wire::store_le(p, kMagic, 4);
-  rpmem::wire::store_le(p + 4, r.proved ? kHasProved : 0, 4);
+  rpmem::wire::store_le(p + 4, (r.proved ? kHasProved : 0) | (r.ahead ? kAhead : 0), 4);
   std::copy(r.token.begin(), r.token.end(), p + 8);
   if (r.proved) std::copy(r.proved->begin(), r.proved->end(), p + 8 + proto::kTokenSize);
   rpmem::wire::store_le(p + 8 + 2 * proto::kTokenSize, parts.size(), 4);
@@ -79,8 +81,10 @@ std::optional<Record> decode(const proto::Bytes &b) {
   if (b.size() < kHead || rpmem::wire::load_le(b.data(), 4) != kMagic) return std::nullopt;
   const uint64_t flags = rpmem::wire::load_le(b.data() + 4, 4);
   const uint64_t n = rpmem::wire::load_le(b.data() + 8 + 2 * proto::kTokenSize, 4);
-  if ((flags & ~uint64_t{kHasProved}) != 0 || n > kMaxParts || b.size() != kHead + kPartSize * n)
+  if ((flags & ~uint64_t{kHasProved | kAhead}) != 0 || n > kMaxParts ||
+      b.size() != kHead + kPartSize * n)
     return std::nullopt;
+  r.ahead = (flags & kAhead) != 0;
   std::copy_n(b.begin() + 8, proto::kTokenSize, r.token.begin());
   if (flags & kHasProved) {
     r.proved.emplace();
@@ -122,9 +126,11 @@ std::string file_for(const std::string &poolset_path) {
 }
 
 std::error_code issue(const std::string &poolset_path, const std::vector<FileId> &parts,
-                      const proto::SessionToken *proved, proto::SessionToken &out) noexcept try {
+                      const proto::SessionToken *proved, bool ahead,
+                      proto::SessionToken &out) noexcept try {
   if (auto ec = rpmem::fill_random(out.data(), out.size())) return ec;
   Record r;
+  r.ahead = ahead;
   r.token = out;
   if (proved) r.proved = *proved;
   r.parts = parts;
@@ -170,6 +176,13 @@ Verdict check(const std::string &poolset_path, const proto::SessionToken &token,
   return Verdict::kMatches;
 } catch (...) {
   return Verdict::kStale;
+}
+
+bool runs_ahead(const std::string &poolset_path) noexcept try {
+  const std::optional<Record> r = read_record(file_for(poolset_path));
+  return r && r->ahead;
+} catch (...) {
+  return false;
 }
 
 void forget(const std::string &poolset_path) noexcept try {

@@ -38,9 +38,15 @@ std::string file_for(const std::string &poolset_path);
 // durably (a file of a new name of its own, created exclusively, renamed
 // over the old one, the directory synced). `proved`: the token a reopen
 // proved, kept as the one that may reopen the pool again (null: a new
-// session's open).
+// session's open). `ahead`: the session's client may run ahead of the pool
+// (RPMEM_ON_LOSS=continue): until the file is forgotten (the client's
+// close), the pool may be behind its master, and only the token opens it.
 std::error_code issue(const std::string &poolset_path, const std::vector<FileId> &parts,
-                      const proto::SessionToken *proved, proto::SessionToken &out) noexcept;
+                      const proto::SessionToken *proved, bool ahead,
+                      proto::SessionToken &out) noexcept;
+// Whether the pool set's token is of a session that may run ahead of it
+// (issue()'s `ahead`): a pool that may be behind its master.
+bool runs_ahead(const std::string &poolset_path) noexcept;
 
 enum class Verdict {
   kMatches,   // the latest token, or the one its last reopen proved

@@ -36,6 +36,17 @@ void SessionStatus::pool_closed() {
   open_ = false;
 }
 
+void SessionStatus::catch_up(const rpmem::proto::PoolStateReport &r) {
+  const int64_t now = rpmem::transport::LaneCounters::now_ns();
+  std::lock_guard lock(mu_);
+  if (r.state != rpmem::proto::PoolSync::kResyncing)
+    resync_since_ns_ = 0;
+  else if (resync_since_ns_ == 0)
+    resync_since_ns_ = now;
+  report_ = r;
+  report_ns_ = now;
+}
+
 LaneTotals SessionStatus::totals_locked() const {
   LaneTotals t = closed_;
   if (counters_) t += counters_->sum();
@@ -68,6 +79,16 @@ SessionStatus::View SessionStatus::view() const {
   }
   if (t1 > t0 && c1 >= c0)
     v.calls_per_s = static_cast<double>(c1 - c0) * 1e9 / static_cast<double>(t1 - t0);
+  v.sync = report_.state;
+  if (v.sync != rpmem::proto::PoolSync::kInSync) {
+    v.resync_left = report_.bytes_left;
+    v.resync_done = report_.bytes_done;
+    v.behind_s = static_cast<double>(report_.behind_ms) / 1e3 +
+                 static_cast<double>(rpmem::transport::LaneCounters::now_ns() - report_ns_) / 1e9;
+    if (resync_since_ns_ != 0 && report_ns_ > resync_since_ns_)
+      v.resync_bytes_per_s = static_cast<double>(report_.bytes_done) * 1e9 /
+                             static_cast<double>(report_ns_ - resync_since_ns_);
+  }
   return v;
 }
 
@@ -154,6 +175,48 @@ void render_media(const StatusSnapshot &s, std::string &o) {
     o += format("rpmemd_pools_open{medium=\"%s\"} %" PRIu64 "\n", label(medium).c_str(), n);
 }
 
+double seconds(int64_t ns) { return static_cast<double>(ns) / 1e9; }
+
+const char *sync_name(rpmem::proto::PoolSync s) {
+  return s == rpmem::proto::PoolSync::kBehind      ? "behind"
+         : s == rpmem::proto::PoolSync::kResyncing ? "catching up"
+                                                   : "in sync";
+}
+
+// A session's pool that its client reports behind or catching up.
+std::string catch_up_text(const SessionStatus::View &v) {
+  if (v.sync == rpmem::proto::PoolSync::kInSync) return "";
+  return format(
+      "; pool %s, behind for %.0f s: %" PRIu64 " B to send again, %" PRIu64 " B sent, %.1f MB/s",
+      sync_name(v.sync), v.behind_s, v.resync_left, v.resync_done, v.resync_bytes_per_s / 1e6);
+}
+
+// The catch-up's metrics: pools by their state, what is left, how long.
+void render_catch_up(const StatusSnapshot &s, std::string &o) {
+  std::map<std::string, uint64_t> states{{"in sync", 0}, {"behind", 0}, {"catching up", 0}};
+  uint64_t left = 0;
+  double behind = 0;
+  for (const auto &v : s.sessions) {
+    if (!v.open) continue;
+    ++states[sync_name(v.sync)];
+    left += v.resync_left;
+    behind = std::max(behind, v.behind_s);
+  }
+  states["behind"] += s.behind.size();
+  for (const auto &b : s.behind) behind = std::max(behind, seconds(s.now_ns - b.since_ns));
+  o += "# HELP rpmemd_pools Pools, by whether they are in sync with their client's (behind: "
+       "with no session since its own ended, or its client says so).\n"
+       "# TYPE rpmemd_pools gauge\n";
+  for (const auto &[state, n] : states)
+    o += format("rpmemd_pools{state=\"%s\"} %" PRIu64 "\n", state.c_str(), n);
+  o += "# HELP rpmemd_resync_bytes_left Bytes the clients catching up have left to send again.\n"
+       "# TYPE rpmemd_resync_bytes_left gauge\n";
+  o += format("rpmemd_resync_bytes_left %" PRIu64 "\n", left);
+  o += "# HELP rpmemd_behind_seconds How long the pool behind the longest has been so.\n"
+       "# TYPE rpmemd_behind_seconds gauge\n";
+  o += format("rpmemd_behind_seconds %.3f\n", behind);
+}
+
 }  // namespace
 
 std::string render_text(const StatusSnapshot &s) {
@@ -186,7 +249,14 @@ std::string render_text(const StatusSnapshot &s) {
         v.calls_per_s, bound_text(t.quantile_ns(0.5)).c_str(),
         bound_text(t.quantile_ns(0.99)).c_str(),
         t.last_ns ? (seconds_since(s.now_ns, t.last_ns) + " ago").c_str() : "none");
+    o.pop_back();  // the line's end, after what a catch-up adds
+    o += catch_up_text(v) + "\n";
   }
+  for (const auto &b : s.behind)
+    o += format(
+        "pool %s of '%s': may be behind its master for %.0f s (its session ended "
+        "without a close; it waits for that client)\n",
+        b.pool_set.c_str(), b.cn.c_str(), seconds(s.now_ns - b.since_ns));
   o += "caps (in use / at most):\n";
   for (const auto &c : s.caps)
     o += format("  %-28s %" PRIu64 " / %" PRIu64 "\n", c.name.c_str(), c.used, c.max);
@@ -226,10 +296,22 @@ std::string render_json(const StatusSnapshot &s) {
                ",\"calls_per_second\":%.1f,",
                t.persists, t.persisted_bytes, t.flushes, t.flushed_bytes, t.drains, t.reads,
                t.read_bytes, t.failed, t.lanes_back, v.calls_per_s) +
+        "\"sync\":" + json_string(sync_name(v.sync)) +
+        format(",\"resync_bytes_left\":%" PRIu64 ",\"resync_bytes_done\":%" PRIu64
+               ",\"resync_bytes_per_second\":%.0f,\"behind_seconds\":%.3f,",
+               v.resync_left, v.resync_done, v.resync_bytes_per_s, v.behind_s) +
         "\"persist_p50_seconds\":" + json_quantile(t, 0.5) +
         ",\"persist_p99_seconds\":" + json_quantile(t, 0.99) + ",\"seconds_since_last_request\":" +
         (t.last_ns ? format("%.3f", static_cast<double>(s.now_ns - t.last_ns) / 1e9) : "null") +
         "}";
+  }
+  o += "],\"behind\":[";
+  first = true;
+  for (const auto &b : s.behind) {
+    o += (first ? "{\"pool_set\":" : ",{\"pool_set\":") + json_string(b.pool_set) +
+         ",\"client\":" + json_string(b.cn) +
+         format(",\"behind_seconds\":%.3f}", seconds(s.now_ns - b.since_ns));
+    first = false;
   }
   o += "],\"caps\":{";
   first = true;
@@ -298,6 +380,7 @@ std::string render_metrics(const StatusSnapshot &s) {
              {{nullptr, &LaneTotals::read_bytes}});
   render_levels(s, by_client, o);
   render_media(s, o);
+  render_catch_up(s, o);
 
   head("rpmemd_persist_seconds", "histogram",
        "Time from a persist's or drain's request to its reply, on the daemon.");

@@ -8,6 +8,7 @@
 #ifndef RPMEMD_STATUS_H
 #define RPMEMD_STATUS_H
 
+#include "common/proto.h"
 #include "common/transport/lane_stats.h"
 
 #include <cstdint>
@@ -48,6 +49,8 @@ class SessionStatus {
                    std::function<int64_t()> unpersisted_ns = {});
   // It is closed: what its lanes did stays in the session's totals.
   void pool_closed();
+  // The client's report of its pool's catch-up (protocol minor 10).
+  void catch_up(const rpmem::proto::PoolStateReport &r);
 
   struct View {
     unsigned id = 0;
@@ -58,6 +61,13 @@ class SessionStatus {
     rpmem::transport::LaneTotals totals;  // this session's lanes, since it began
     double calls_per_s = 0;               // over the last 10 s (or since it began)
     int64_t unpersisted_ns = 0;           // age of its oldest visible byte not durable yet
+    // The client's last report of its pool: in sync, behind, catching up
+    // (the bytes it has left to send again, has sent, how fast, and how
+    // long since it went behind, as of now).
+    rpmem::proto::PoolSync sync = rpmem::proto::PoolSync::kInSync;
+    uint64_t resync_left = 0, resync_done = 0;
+    double resync_bytes_per_s = 0;
+    double behind_s = 0;
   };
   // Called once a second by the loop: the counters' sums then, for the
   // rate over the last 10 s.
@@ -77,6 +87,9 @@ class SessionStatus {
   std::function<int64_t()> unpersisted_ns_;
   rpmem::transport::LaneTotals closed_;               // of the pools closed before
   std::deque<std::pair<int64_t, uint64_t>> samples_;  // (time, calls), 11 at most
+  rpmem::proto::PoolStateReport report_;
+  int64_t report_ns_ = 0;        // when it came
+  int64_t resync_since_ns_ = 0;  // when the catch-up's first report came
 };
 
 // The service at one instant.
@@ -95,6 +108,25 @@ struct StatusSnapshot {
   uint64_t sessions_reopened = 0;  // pools reopened by their session after a restart
   // What the sessions that have ended did, by client certificate.
   std::vector<std::pair<std::string, rpmem::transport::LaneTotals>> ended;
+  // Pools whose session could run ahead of them and ended without a close
+  // (they may be behind their master), until a session opens them again.
+  struct Behind {
+    std::string pool_set, cn;
+    int64_t since_ns = 0;
+  };
+  std::vector<Behind> behind;
+};
+
+// The service's list of StatusSnapshot::behind. Thread-safe.
+class BehindPools {
+ public:
+  void ended(const std::string &pool_set, const std::string &cn);
+  void opened(const std::string &pool_set);
+  std::vector<StatusSnapshot::Behind> list() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<StatusSnapshot::Behind> pools_;
 };
 
 // `rpmemd status`: a line per session, then the caps, then the refusals.

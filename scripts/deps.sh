@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config clang-format
   libpmem-dev libboost-dev libboost-program-options-dev
-  libibverbs-dev librdmacm-dev libssl-dev libgcrypt20-dev libsystemd-dev
+  libibverbs-dev librdmacm-dev libssl-dev libgcrypt20-dev libxxhash-dev libsystemd-dev
   libgtest-dev libgmock-dev
   libpmemobj-dev libpmempool-dev pmdk-tools
   openssh-client openssh-server util-linux iproute2 iptables libcap2-bin

@@ -9,6 +9,7 @@
 // stalled calls returning) are unit-tested over fakes in
 // tests/unit/librpmem/pool_test.cc.
 #include "tests/integration/harness.h"
+#include "tests/integration/net_cut.h"
 #include "tests/integration/netns.h"
 #include "tests/integration/raw_peer.h"
 
@@ -247,28 +248,7 @@ TEST(SshDeath, SessionEndsCleanlyOnBothSides) {
 // ---------------------------------------------------------------------------
 // The target in a network namespace behind a veth pair; the link goes down.
 
-class NetCut : public ::testing::Test {
- protected:
-  Target target_;
-  NetNs net_;
-  std::string ns_, host_if_, ns_ip_;
-
-  void SetUp() override {
-    std::string why;
-    if (!net_.make(why)) GTEST_SKIP() << why;
-    ns_ = net_.name();
-    host_if_ = net_.host_if();
-    ns_ip_ = net_.ns_ip();
-    set_env("RPMEM_CMD", net_.in_ns("sh -c '" + target_.rpmemd_cmd() + "'"));
-    set_env("FAKE_SSH_CONNECTION", net_.host_ip() + " 50000 " + ns_ip_ + " 22");
-  }
-  bool links_up() { return net_.links_up(); }
-  void TearDown() override {
-    if (pid_t pid = target_.rpmemd_pid(); pid > 0) ::kill(pid, SIGKILL);
-    ::unsetenv("FAKE_SSH_CONNECTION");
-    ::unsetenv("RPMEM_TIMEOUT");
-  }
-};
+// (NetCut: net_cut.h.)
 
 TEST_F(NetCut, LinkDownGivesAnErrorWithinTheBoundAndReopenWorksAfter) {
   target_.write_poolset("p.set", kOnePart, "OPTION NOHDRS\n");

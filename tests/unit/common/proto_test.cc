@@ -120,7 +120,7 @@ TEST(ProtoFrameHeader, AcceptsEveryKnownType) {
 }
 
 TEST(ProtoFrameHeader, RejectsUnknownTypes) {
-  for (int t : {0, 12, 0x100, 0xffff}) {
+  for (int t : {0, 15, 0x100, 0xffff}) {
     const Bytes hdr = {static_cast<uint8_t>(t), static_cast<uint8_t>(t >> 8), 0, 0, 0, 0, 0, 0};
     EXPECT_FALSE(decode_frame_header(hdr)) << t;
   }
@@ -164,7 +164,7 @@ TEST(ProtoHello, EncodesGoldenBytes) {
 
 TEST(ProtoHello, DefaultsCarryProtocolVersion) {
   const Bytes golden = {0x01, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x01, 0x00,
-                        0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
+                        0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
   Hello m;
   m.transports = transport_bit(TransportKind::kTcp);
   EXPECT_EQ(encode(m), golden);
@@ -486,8 +486,8 @@ void put_u16(Bytes &b, size_t at, uint16_t v) {
   b[at + 1] = static_cast<uint8_t>(v >> 8);
 }
 
-TEST(ProtoPoolResponse, RejectsStatus16AndAbove) {
-  for (uint32_t s : {16u, 17u, 0x100u, 0xffffffffu}) {
+TEST(ProtoPoolResponse, RejectsStatus17AndAbove) {
+  for (uint32_t s : {17u, 18u, 0x100u, 0xffffffffu}) {
     Bytes p = response_payload();
     put_u32(p, kRespStatus, s);
     EXPECT_FALSE(decode_pool_response(p)) << s;
@@ -641,8 +641,8 @@ TEST(ProtoStatusResponse, RoundTripsEveryStatus) {
   }
 }
 
-TEST(ProtoStatusResponse, RejectsStatus16AndAbove) {
-  EXPECT_FALSE(decode_status_response(Bytes{16, 0, 0, 0}));
+TEST(ProtoStatusResponse, RejectsStatus17AndAbove) {
+  EXPECT_FALSE(decode_status_response(Bytes{17, 0, 0, 0}));
   EXPECT_FALSE(decode_status_response(Bytes{0, 0, 0, 1}));
   EXPECT_FALSE(decode_status_response(Bytes{0xff, 0xff, 0xff, 0xff}));
 }
@@ -771,6 +771,103 @@ TEST(ProtoPoolResponse, CarriesTheLevelsGrantedOnlyWhenLeveled) {
     bad[bad.size() - 4] = levels;
     EXPECT_FALSE(decode_pool_response(bad)) << int{levels};
   }
+}
+
+// --- Minor 10: running ahead, catching up ----------------------------------------
+
+// The request's run-ahead extension: only when `ahead` (towards a daemon of
+// minor >= 10), after the level extension; flags it does not know are
+// malformed.
+TEST(ProtoPoolRequest, CarriesTheRunAheadExtensionOnlyWhenAhead) {
+  PoolRequest m;
+  m.nlanes = 2;
+  m.pool_set = "p.set";
+  m.extended = m.leveled = true;
+  const Bytes plain = encode(MsgType::kOpen, m);
+  m.ahead = true;
+  m.ahead_flags = kRunAhead | kOpenBehind;
+  const Bytes ext = encode(MsgType::kOpen, m);
+  ASSERT_EQ(ext.size(), plain.size() + 4);
+  EXPECT_EQ(ext[ext.size() - 4], 3);
+  auto d = decode_pool_request({ext.data() + kFrameHeaderSize, ext.size() - kFrameHeaderSize});
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->ahead);
+  EXPECT_EQ(d->ahead_flags, kRunAhead | kOpenBehind);
+  auto p = decode_pool_request({plain.data() + kFrameHeaderSize, plain.size() - kFrameHeaderSize});
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->ahead);
+  EXPECT_EQ(p->ahead_flags, 0u);
+  Bytes bad(ext.begin() + kFrameHeaderSize, ext.end());
+  bad[bad.size() - 4] = 4;
+  EXPECT_FALSE(decode_pool_request(bad));
+  Bytes old(ext.begin() + kFrameHeaderSize, ext.end());
+  old[2] = 9;  // a client of minor 9 with trailing bytes
+  EXPECT_FALSE(decode_pool_request(old));
+}
+
+TEST(ProtoPoolState, RoundTripsAndRejectsAnUnknownState) {
+  const PoolStateReport m{PoolSync::kResyncing, 1 << 20, 4096, 1500};
+  const Bytes b = encode(m);
+  auto h = decode_frame_header({b.data(), kFrameHeaderSize});
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->type, MsgType::kPoolState);
+  EXPECT_EQ(h->size, b.size() - kFrameHeaderSize);
+  Bytes payload(b.begin() + kFrameHeaderSize, b.end());
+  auto d = decode_pool_state(payload);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->state, PoolSync::kResyncing);
+  EXPECT_EQ(d->bytes_left, 1u << 20);
+  EXPECT_EQ(d->bytes_done, 4096u);
+  EXPECT_EQ(d->behind_ms, 1500u);
+  payload[0] = 3;
+  EXPECT_FALSE(decode_pool_state(payload));
+  payload[0] = 2;
+  payload.push_back(0);
+  EXPECT_FALSE(decode_pool_state(payload)) << "trailing bytes";
+}
+
+TEST(ProtoChecksum, RequestRoundTripsWithinItsBounds) {
+  ChecksumRequest m;
+  m.ranges = {{1, 2}, {100, kMaxChecksumPages - 2}};
+  const Bytes b = encode(m);
+  ASSERT_LE(b.size() - kFrameHeaderSize, kMaxControlPayload);
+  auto d = decode_checksum_request({b.data() + kFrameHeaderSize, b.size() - kFrameHeaderSize});
+  ASSERT_TRUE(d);
+  ASSERT_EQ(d->ranges.size(), 2u);
+  EXPECT_EQ(d->ranges[1].first, 100u);
+  EXPECT_EQ(d->ranges[1].count, kMaxChecksumPages - 2);
+  // One page too many, a range of none, no range, too many ranges.
+  m.ranges[0].count = 3;
+  Bytes over = encode(m);
+  EXPECT_FALSE(decode_checksum_request({over.data() + 8, over.size() - 8}));
+  m.ranges[0].count = 0;
+  over = encode(m);
+  EXPECT_FALSE(decode_checksum_request({over.data() + 8, over.size() - 8}));
+  EXPECT_FALSE(decode_checksum_request(Bytes{0, 0, 0, 0}));
+  m.ranges.assign(kMaxChecksumRanges + 1, PageRange{0, 1});
+  over = encode(m);
+  EXPECT_FALSE(decode_checksum_request({over.data() + 8, over.size() - 8}));
+  m.ranges.assign(kMaxChecksumRanges, PageRange{0, 1});
+  over = encode(m);
+  EXPECT_LE(over.size() - 8, kMaxControlPayload) << "the most ranges fit a frame";
+  EXPECT_TRUE(decode_checksum_request({over.data() + 8, over.size() - 8}));
+}
+
+TEST(ProtoChecksum, ResponseRoundTripsAndFitsAFrame) {
+  ChecksumResponse m;
+  m.sums.assign(kMaxChecksumPages, 0x0123456789abcdefULL);
+  const Bytes b = encode(m);
+  EXPECT_LE(b.size() - kFrameHeaderSize, kMaxControlPayload);
+  auto d = decode_checksum_response({b.data() + 8, b.size() - 8});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->status, Status::kSuccess);
+  EXPECT_EQ(d->sums, m.sums);
+  Bytes bad(b.begin() + 8, b.end());
+  bad.pop_back();
+  EXPECT_FALSE(decode_checksum_response(bad));
+  bad.assign(b.begin() + 8, b.end());
+  bad[0] = static_cast<uint8_t>(Status::kCount);
+  EXPECT_FALSE(decode_checksum_response(bad));
 }
 
 // --- LaneHello ----------------------------------------------------------------------
@@ -1018,6 +1115,7 @@ TEST(ProtoStatus, ToErrnoAndMessageMatchPmdkTable) {
       {Status::kPoolCfg, EINVAL, "Invalid pool set configuration"},
       {Status::kStale, ESTALE, "Pool opened by another session since"},
       {Status::kNoLevel, ENOTSUP, "Durability level not granted by the target"},
+      {Status::kBehind, ESTALE, "Pool may be behind its master"},
   };
   ASSERT_EQ(std::size(rows), static_cast<size_t>(Status::kCount));
   for (size_t i = 0; i < std::size(rows); ++i) {

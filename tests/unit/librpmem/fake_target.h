@@ -3,10 +3,13 @@
 // a daemon that answers the control protocol as scripted (FakeDaemon), its
 // control channels (FakeChannel: whole frames both ways, a hang-up the test
 // causes), lanes that record their calls and fail or stall as told
-// (FakeLane), and the connector that hands them out (FakeConnector).
+// (FakeLane), and the connector that hands them out (FakeConnector). Lanes
+// made with a replica copy what they write into it (the daemon's pool),
+// which the daemon's checksums read.
 #ifndef RPMEM_TESTS_UNIT_LIBRPMEM_FAKE_TARGET_H
 #define RPMEM_TESTS_UNIT_LIBRPMEM_FAKE_TARGET_H
 
+#include "common/page_sum.h"
 #include "common/proto.h"
 #include "common/transport/transport.h"
 #include "librpmem/connector.h"
@@ -16,7 +19,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,7 +32,10 @@ namespace rpmem::test {
 using namespace std::chrono_literals;
 
 // One lane: each call is recorded; it returns `next` (consumed) or `always`,
-// and with `stall` it waits until shut down (then ECONNRESET).
+// and with `stall` it waits until shut down (then ECONNRESET). With a
+// replica, a write takes the local bytes when it is called and lands them
+// there on its return (after the `in_flight` hook, which the test may use
+// to write meanwhile), a read copies from it.
 class FakeLane final : public transport::InitiatorLane {
  public:
   struct Call {
@@ -35,15 +43,25 @@ class FakeLane final : public transport::InitiatorLane {
     uint64_t offset, length;
     unsigned flags;
   };
+  FakeLane() = default;
+  FakeLane(const uint8_t *local, uint8_t *replica) : local_(local), replica_(replica) {}
   std::error_code write(transport::DataOp op, uint64_t offset, uint64_t length,
                         unsigned flags) noexcept override {
-    return record({op, offset, length, flags});
+    std::vector<uint8_t> taken;
+    if (local_ && replica_) taken.assign(local_ + offset, local_ + offset + length);
+    const Call c{op, offset, length, flags};
+    if (auto ec = record(c)) return ec;
+    if (in_flight) in_flight(c);
+    if (replica_ && !drop_bytes(c)) std::memcpy(replica_ + offset, taken.data(), taken.size());
+    return {};
   }
   std::error_code drain(unsigned flags) noexcept override {
     return record({transport::DataOp::kDrain, 0, 0, flags});
   }
-  std::error_code read(void *, uint64_t offset, uint64_t length) noexcept override {
-    return record({transport::DataOp::kRead, offset, length, 0});
+  std::error_code read(void *buf, uint64_t offset, uint64_t length) noexcept override {
+    if (auto ec = record({transport::DataOp::kRead, offset, length, 0})) return ec;
+    if (replica_) std::memcpy(buf, replica_ + offset, length);
+    return {};
   }
   void shutdown() noexcept override {
     std::lock_guard lock(mu_);
@@ -69,6 +87,17 @@ class FakeLane final : public transport::InitiatorLane {
     std::lock_guard lock(mu_);
     stall_ = true;
   }
+  // What unacknowledged() says from now on.
+  void unacked(std::vector<transport::PoolRange> r) {
+    std::lock_guard lock(mu_);
+    unacked_ = std::move(r);
+  }
+  // The next `n` writes are acknowledged without landing.
+  void drop_writes(int n) {
+    std::lock_guard lock(mu_);
+    drops_ = n;
+  }
+  std::function<void(const Call &)> in_flight;
   std::vector<Call> calls() const {
     std::lock_guard lock(mu_);
     return calls_;
@@ -100,6 +129,14 @@ class FakeLane final : public transport::InitiatorLane {
     return err ? errc(err) : std::error_code{};
   }
 
+  bool drop_bytes(const Call &) {
+    std::lock_guard lock(mu_);
+    return drops_ > 0 && drops_-- > 0;
+  }
+
+  const uint8_t *local_ = nullptr;
+  uint8_t *replica_ = nullptr;
+  int drops_ = 0;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Call> calls_;
@@ -188,9 +225,23 @@ class FakeDaemon {
     std::lock_guard lock(mu_);
     return port_;
   }
+  // The protocol minor of its hello.
+  void minor(uint16_t m) {
+    std::lock_guard lock(mu_);
+    minor_ = m;
+  }
+  // Its pool's bytes, which lanes made with it write into.
+  std::vector<uint8_t> replica;
+  // The reports of the client's pool it was sent.
+  std::vector<proto::PoolStateReport> reports() const {
+    std::lock_guard lock(mu_);
+    return reports_;
+  }
 
   proto::Bytes hello() const {
+    std::lock_guard lock(mu_);
     proto::Hello h;
+    h.minor = minor_;
     h.transports = proto::transport_bit(proto::TransportKind::kTcp);
     return proto::encode(h);
   }
@@ -210,6 +261,22 @@ class FakeDaemon {
         return {proto::encode(proto::MsgType::kSetAttrResp, proto::StatusResponse{})};
       case proto::MsgType::kClose:
         return {proto::encode(proto::MsgType::kCloseResp, proto::StatusResponse{})};
+      case proto::MsgType::kPoolState:
+        if (auto r = proto::decode_pool_state(payload)) reports_.push_back(*r);
+        return {};
+      case proto::MsgType::kChecksum: {
+        auto req = proto::decode_checksum_request(payload);
+        if (!req) return {};
+        proto::ChecksumResponse resp;
+        for (const proto::PageRange &r : req->ranges)
+          for (uint64_t p = r.first; p < r.first + r.count; ++p) {
+            const uint64_t off = p * proto::kChecksumPage;
+            resp.sums.push_back(
+                page_sum(replica.data() + off,
+                         std::min<uint64_t>(proto::kChecksumPage, replica.size() - off)));
+          }
+        return {proto::encode(resp)};
+      }
       default:
         return {};
     }
@@ -239,8 +306,10 @@ class FakeDaemon {
   std::vector<proto::PoolRequest> requests_;
   std::vector<proto::MsgType> messages_;
   std::vector<std::weak_ptr<FakeChannel>> channels_;
+  std::vector<proto::PoolStateReport> reports_;
   bool down_ = false;
   uint16_t port_ = 7000;
+  uint16_t minor_ = proto::kMinor;
 };
 
 inline FakeChannel::FakeChannel(FakeDaemon &d) : daemon_(d) {
@@ -301,13 +370,27 @@ class FakeConnector final : public Connector {
     route = params.route;
     Lanes out;
     for (unsigned i = 0; i < resp.nlanes; ++i) {
-      auto lane = std::make_unique<FakeLane>();
-      lanes_made.push_back(lane.get());
-      out.push_back(std::move(lane));
+      auto lane = daemon_.replica.empty()
+                      ? std::make_shared<FakeLane>()
+                      : std::make_shared<FakeLane>(params.local_base, daemon_.replica.data());
+      if (on_lanes) on_lanes(*lane, i);
+      std::lock_guard lock(mu_);
+      made_.push_back(lane);
+      out.push_back(std::make_unique<Shared>(std::move(lane)));
     }
     return out;
   }
-  std::vector<FakeLane *> lanes_made;
+  // Called with each lane made (and its index in its session), before the
+  // pool has it.
+  std::function<void(FakeLane &, unsigned)> on_lanes;
+  // Every lane made so far, in order (a reattach's after the first open's);
+  // the connector keeps them when the pool lets them go.
+  std::vector<FakeLane *> lanes() const {
+    std::lock_guard lock(mu_);
+    std::vector<FakeLane *> out;
+    for (const auto &l : made_) out.push_back(l.get());
+    return out;
+  }
   std::shared_ptr<transport::LaneRoute> route;
 
  private:
@@ -328,7 +411,31 @@ class FakeConnector final : public Connector {
    private:
     std::shared_ptr<FakeChannel> ch_;
   };
+  // The pool's handle on a lane the connector keeps.
+  class Shared final : public transport::InitiatorLane {
+   public:
+    explicit Shared(std::shared_ptr<FakeLane> l) : l_(std::move(l)) {}
+    std::error_code write(transport::DataOp op, uint64_t offset, uint64_t length,
+                          unsigned flags) noexcept override {
+      return l_->write(op, offset, length, flags);
+    }
+    std::error_code drain(unsigned flags) noexcept override { return l_->drain(flags); }
+    std::error_code read(void *buf, uint64_t offset, uint64_t length) noexcept override {
+      return l_->read(buf, offset, length);
+    }
+    void shutdown() noexcept override { l_->shutdown(); }
+    std::vector<transport::PoolRange> unacknowledged() const override {
+      return l_->unacknowledged();
+    }
+    std::string failure() const override { return l_->failure(); }
+
+   private:
+    std::shared_ptr<FakeLane> l_;
+  };
+
   FakeDaemon &daemon_;
+  mutable std::mutex mu_;
+  std::vector<std::shared_ptr<FakeLane>> made_;
 };
 
 }  // namespace rpmem::test

@@ -11,12 +11,9 @@
 // tests/integration (docs/testing.md says which).
 #include "librpmem/pool.h"
 
-#include "librpmem/errormsg.h"
-#include "tests/unit/librpmem/fake_target.h"
+#include "tests/unit/librpmem/pool_fixture.h"
 
 #include <gtest/gtest.h>
-
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
@@ -27,53 +24,13 @@
 namespace rpmem::test {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using transport::DataOp;
 
-constexpr size_t kSize = 1 << 20;
-
-class PoolRules : public ::testing::Test {
- protected:
-  PoolRules() : connector_(daemon_) {
-    local_ = static_cast<uint8_t *>(
-        ::mmap(nullptr, kSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    settings_.timeout = 1500ms;
-  }
-  ~PoolRules() override {
-    if (pool_) pool_->close();
-    pool_.reset();
-    ::munmap(local_, kSize);
-  }
-  // Creates the pool on `target` with `nlanes` lanes.
-  int create(const std::string &target = "host", unsigned nlanes = 2) {
-    PoolArgs args;
-    args.target = target;
-    args.pool_set = "p.set";
-    args.addr = local_;
-    args.size = kSize;
-    args.nlanes = nlanes;
-    args.create = true;
-    unsigned granted = 0;
-    return Pool::connect(args, pool_, granted, nullptr, connector_, &settings_);
-  }
-  FakeLane &lane(unsigned i) { return *connector_.lanes_made.at(i); }
-  bool wait_state(PoolState s, std::chrono::milliseconds limit = 3s) {
-    const auto end = Clock::now() + limit;
-    while (pool_->state() != s && Clock::now() < end) std::this_thread::sleep_for(5ms);
-    return pool_->state() == s;
-  }
-  std::string msg() const { return errormsg(); }
-
-  FakeDaemon daemon_;
-  FakeConnector connector_;
-  Settings settings_;
-  uint8_t *local_ = nullptr;
-  std::unique_ptr<Pool> pool_;
-};
+class PoolRules : public PoolFixture {};
 
 TEST_F(PoolRules, CallsGoToTheirLaneWithTheirRangeAndLevel) {
   ASSERT_EQ(create(), 0) << msg();
-  ASSERT_EQ(connector_.lanes_made.size(), 2u);
+  ASSERT_EQ(connector_.lanes().size(), 2u);
   EXPECT_EQ(pool_->persist(4096, 100, 1, 0), 0);
   EXPECT_EQ(pool_->flush(8192, 10, 0, RPMEM_PERSIST_RELAXED), 0);
   EXPECT_EQ(pool_->drain(0, 0), 0);
@@ -223,7 +180,7 @@ TEST_F(ServiceRestart, IsComingBackThenInSyncOnTheReopenedSession) {
             proto::Bytes(proto::kTokenSize, static_cast<uint8_t>(first_port)))
       << "the reopen proves the token the create gave";
   EXPECT_EQ(connector_.route->get().port, daemon_.port()) << "the lanes' route moved";
-  EXPECT_EQ(connector_.lanes_made.size(), 2u) << "the lanes themselves come back";
+  EXPECT_EQ(connector_.lanes().size(), 2u) << "the lanes themselves come back";
   EXPECT_EQ(pool_->persist(0, 10, 0, 0), 0);
   // Another restart: the reopen proves the token of the last one.
   const uint16_t second_port = daemon_.port();

@@ -166,6 +166,35 @@ TEST_F(SettingsEnv, DurabilityTakesItsTwoLevelsAndFailsCreateOnAnythingElse) {
   EXPECT_EQ(s.bad, "RPMEM_DURABILITY: invalid value 'fast' (persistent or visible)");
 }
 
+TEST_F(SettingsEnv, OnLossTakesFailOrContinueAndFailsCreateOnAnythingElse) {
+  EXPECT_TRUE(with("RPMEM_ON_LOSS", "continue").run_ahead);
+  EXPECT_FALSE(with("RPMEM_ON_LOSS", "fail").run_ahead);
+  EXPECT_EQ(with("RPMEM_ON_LOSS", "go on").bad,
+            "RPMEM_ON_LOSS: invalid value 'go on' (fail or continue)");
+  EXPECT_TRUE(with("RPMEM_OPEN_BEHIND", "1").open_behind);
+  EXPECT_EQ(with("RPMEM_STATE_DIR", "/var/tmp/s").state_dir, "/var/tmp/s");
+}
+
+// $XDG_STATE_HOME/rpmem, else under $HOME (each only when absolute).
+TEST_F(SettingsEnv, TheStateDirectoryFollowsXdg) {
+  std::map<std::string, std::optional<std::string>> kept;
+  for (const char *name : {"XDG_STATE_HOME", "HOME"})
+    if (const char *v = std::getenv(name))
+      kept[name] = v;
+    else
+      kept[name] = std::nullopt;
+  ::setenv("XDG_STATE_HOME", "/x/state", 1);
+  EXPECT_EQ(default_state_dir(), "/x/state/rpmem");
+  ::setenv("XDG_STATE_HOME", "relative", 1);
+  ::setenv("HOME", "/home/u", 1);
+  EXPECT_EQ(default_state_dir(), "/home/u/.local/state/rpmem");
+  for (const auto &[name, v] : kept)
+    if (v)
+      ::setenv(name.c_str(), v->c_str(), 1);
+    else
+      ::unsetenv(name.c_str());
+}
+
 TEST_F(SettingsEnv, VariablesAreReadAtEachCall) {
   EXPECT_EQ(with("RPMEM_MAX_NLANES", "3").max_nlanes, 3u);
   ::unsetenv("RPMEM_MAX_NLANES");

@@ -51,10 +51,10 @@ TEST_F(SessionTokens, ATokenMatchesUntilTheNextOrUntilForgotten) {
   proto::SessionToken none{};
   EXPECT_FALSE(matches(none)) << "no token yet";
   proto::SessionToken a{}, b{};
-  ASSERT_FALSE(issue(set_, kParts, nullptr, a));
+  ASSERT_FALSE(issue(set_, kParts, nullptr, false, a));
   EXPECT_TRUE(matches(a));
   EXPECT_FALSE(matches(none));
-  ASSERT_FALSE(issue(set_, kParts, nullptr, b));
+  ASSERT_FALSE(issue(set_, kParts, nullptr, false, b));
   EXPECT_NE(a, b);
   EXPECT_FALSE(matches(a)) << "another session's open gave the pool a new token";
   EXPECT_TRUE(matches(b));
@@ -73,17 +73,17 @@ TEST_F(SessionTokens, ATokenMatchesUntilTheNextOrUntilForgotten) {
 // (proving nothing) leaves neither.
 TEST_F(SessionTokens, TheTokenAReopenProvedMatchesUntilANewSessionOpens) {
   proto::SessionToken a{}, b{}, c{}, d{};
-  ASSERT_FALSE(issue(set_, kParts, nullptr, a));
-  ASSERT_FALSE(issue(set_, kParts, &a, b));
+  ASSERT_FALSE(issue(set_, kParts, nullptr, false, a));
+  ASSERT_FALSE(issue(set_, kParts, &a, false, b));
   EXPECT_TRUE(matches(a)) << "the reopen's answer was lost: its client holds a";
   EXPECT_TRUE(matches(b));
-  ASSERT_FALSE(issue(set_, kParts, &a, c));
+  ASSERT_FALSE(issue(set_, kParts, &a, false, c));
   EXPECT_TRUE(matches(a));
   EXPECT_FALSE(matches(b)) << "never received: b may not reopen";
   EXPECT_TRUE(matches(c));
-  ASSERT_FALSE(issue(set_, kParts, &c, b));  // the client got c, and reopened again
+  ASSERT_FALSE(issue(set_, kParts, &c, false, b));  // the client got c, and reopened again
   EXPECT_FALSE(matches(a));
-  ASSERT_FALSE(issue(set_, kParts, nullptr, d));  // another session
+  ASSERT_FALSE(issue(set_, kParts, nullptr, false, d));  // another session
   EXPECT_FALSE(matches(c));
   EXPECT_FALSE(matches(b));
   EXPECT_TRUE(matches(d));
@@ -91,7 +91,7 @@ TEST_F(SessionTokens, TheTokenAReopenProvedMatchesUntilANewSessionOpens) {
 
 TEST_F(SessionTokens, PartsMadeAnewDoNotMatch) {
   proto::SessionToken a{};
-  ASSERT_FALSE(issue(set_, kParts, nullptr, a));
+  ASSERT_FALSE(issue(set_, kParts, nullptr, false, a));
   EXPECT_EQ(check(set_, a, {{1, 10, 5}, {1, 12, 6}}), Verdict::kReplaced);
   EXPECT_EQ(check(set_, a, {{1, 10, 5}, {1, 11, 7}}), Verdict::kReplaced) << "an inode used again";
   EXPECT_EQ(check(set_, a, {{1, 10, 5}}), Verdict::kReplaced);
@@ -99,6 +99,21 @@ TEST_F(SessionTokens, PartsMadeAnewDoNotMatch) {
   proto::SessionToken other{};
   other[0] = 1;
   EXPECT_EQ(check(set_, other, {{9, 9}}), Verdict::kStale);
+}
+
+// A session that may run ahead marks its pool until the file is
+// forgotten (its client's close): the pool may be behind its master.
+TEST_F(SessionTokens, ASessionThatMayRunAheadMarksThePoolUntilForgotten) {
+  proto::SessionToken a{}, b{};
+  EXPECT_FALSE(runs_ahead(set_)) << "no token";
+  ASSERT_FALSE(issue(set_, kParts, nullptr, false, a));
+  EXPECT_FALSE(runs_ahead(set_));
+  ASSERT_FALSE(issue(set_, kParts, &a, true, b));
+  EXPECT_TRUE(runs_ahead(set_));
+  EXPECT_TRUE(matches(a)) << "the mark changes nothing of the tokens";
+  EXPECT_TRUE(matches(b));
+  forget(set_);
+  EXPECT_FALSE(runs_ahead(set_));
 }
 
 // The file an older rpmemd wrote (the token alone) still matches: an
@@ -115,7 +130,7 @@ TEST_F(SessionTokens, AnOlderDaemonsTokenFileMatches) {
 
 TEST_F(SessionTokens, AFileThatIsNotTheDaemonsOwnNeverMatches) {
   proto::SessionToken t{};
-  ASSERT_FALSE(issue(set_, kParts, nullptr, t));
+  ASSERT_FALSE(issue(set_, kParts, nullptr, false, t));
   // One byte more: not a token file.
   std::ofstream(file_for(set_), std::ios::app) << 'x';
   EXPECT_FALSE(matches(t));
@@ -127,7 +142,7 @@ TEST_F(SessionTokens, AFileThatIsNotTheDaemonsOwnNeverMatches) {
   EXPECT_FALSE(matches(t));
   // Nor written through.
   proto::SessionToken u{};
-  EXPECT_FALSE(issue(set_, kParts, nullptr, u));  // renamed over the link
+  EXPECT_FALSE(issue(set_, kParts, nullptr, false, u));  // renamed over the link
   EXPECT_TRUE(matches(u));
   std::ifstream in(elsewhere, std::ios::binary);
   proto::SessionToken kept{};
@@ -152,7 +167,7 @@ TEST_F(SessionTokens, AFilePlantedBesideIsNeitherWrittenNorUsed) {
     ASSERT_EQ(::chown(planted.c_str(), 65534, 65534), 0);
   }
   proto::SessionToken t{};
-  ASSERT_FALSE(issue(set_, kParts, nullptr, t));
+  ASSERT_FALSE(issue(set_, kParts, nullptr, false, t));
   EXPECT_TRUE(matches(t));
   std::ifstream in(planted);
   std::string kept;

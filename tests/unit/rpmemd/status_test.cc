@@ -208,6 +208,42 @@ TEST(StatusRender, MetricsFollowTheTextFormatAndSumEndedAndLiveSessions) {
       << "not cumulative";
 }
 
+// A client that ran ahead reports its pool catching up; a pool whose
+// run-ahead session ended without a close waits behind: the text, the JSON
+// and the metrics say so.
+TEST(StatusRender, APoolCatchingUpAndAPoolBehindAreShown) {
+  StatusSnapshot s = sample_snapshot("alice");
+  SessionStatus st(5, "carol", "127.0.0.1", 1);
+  st.pool_opened(PoolInfo{"c.set", 2, 1, "tcp", "ram", "", "persistent"},
+                 std::make_shared<TargetCounters>(1));
+  st.catch_up({rpmem::proto::PoolSync::kResyncing, 3 << 20, 1 << 20, 60'000});
+  s.sessions.push_back(st.view());
+  s.behind = {{"d.set", "dave", s.now_ns - 90'000'000'000}};
+  const std::string t = render_text(s);
+  EXPECT_NE(t.find("; pool catching up, behind for 60 s: 3145728 B to send again, 1048576 B sent"),
+            std::string::npos)
+      << t;
+  EXPECT_NE(t.find("pool d.set of 'dave': may be behind its master for 90 s"), std::string::npos)
+      << t;
+  const std::string j = render_json(s);
+  EXPECT_NE(j.find("\"sync\":\"catching up\",\"resync_bytes_left\":3145728,"
+                   "\"resync_bytes_done\":1048576"),
+            std::string::npos)
+      << j;
+  EXPECT_NE(
+      j.find("\"behind\":[{\"pool_set\":\"d.set\",\"client\":\"dave\",\"behind_seconds\":90.000}]"),
+      std::string::npos)
+      << j;
+  std::map<std::string, double> v;
+  const std::string m = render_metrics(s);
+  ASSERT_EQ(rpmem_test::prom_check(m, &v), "") << m;
+  EXPECT_EQ(v["rpmemd_pools{state=\"catching up\"}"], 1) << m;
+  EXPECT_EQ(v["rpmemd_pools{state=\"behind\"}"], 1) << m;
+  EXPECT_EQ(v["rpmemd_pools{state=\"in sync\"}"], 1) << m;
+  EXPECT_EQ(v["rpmemd_resync_bytes_left"], 3 << 20) << m;
+  EXPECT_GE(v["rpmemd_behind_seconds"], 90) << m;
+}
+
 TEST(StatusRender, SystemdStatusIsOneShortLine) {
   const std::string s = render_systemd_status(sample_snapshot("alice"));
   EXPECT_EQ(s, "1 session; handshakes 2/128; 3 refused since start");
