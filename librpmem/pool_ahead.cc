@@ -22,6 +22,7 @@ namespace {
 // how long it waits after a reattach that failed.
 constexpr std::chrono::milliseconds kBehindPoll{500};
 constexpr std::chrono::seconds kReattachPause{1};
+constexpr std::chrono::seconds kReattachStep{2};
 
 uint64_t wall_seconds() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
@@ -180,7 +181,9 @@ int Pool::reattach(int &hangup, std::string &why) {
   HandshakeArgs ha;
   ha.target = a.target;
   ha.transports = client_transports(settings_);
-  ha.step = ha.answer = settings_.control_timeout();
+  // Each step within kReattachStep: a close() waits for no more than that.
+  ha.step = std::min<std::chrono::milliseconds>(settings_.control_timeout(), kReattachStep);
+  ha.answer = settings_.control_timeout();
   proto::SessionToken token;
   {
     std::lock_guard lock(a.mu);

@@ -96,7 +96,7 @@ void Session::release(bool remove) noexcept {
         pool_set_.c_str());
     try {
       if (params_.behind)
-        params_.behind->ended(pool_set_, params_.status ? params_.status->view().cn : "");
+        params_.behind->ended(pool_set_, params_.status ? params_.status->cn() : "");
     } catch (...) {
     }
   }

@@ -65,15 +65,19 @@ std::error_code Session::handle_checksum(const proto::Bytes &payload) {
   return io_.write_all(proto::encode(resp));
 }
 
+// A pool set is named within its client's directory: the name and the
+// client's certificate name it.
 void BehindPools::ended(const std::string &pool_set, const std::string &cn) {
+  opened(pool_set, cn);
   std::lock_guard lock(mu_);
-  std::erase_if(pools_, [&](const StatusSnapshot::Behind &b) { return b.pool_set == pool_set; });
   pools_.push_back({pool_set, cn, rpmem::transport::LaneCounters::now_ns()});
 }
 
-void BehindPools::opened(const std::string &pool_set) {
+void BehindPools::opened(const std::string &pool_set, const std::string &cn) {
   std::lock_guard lock(mu_);
-  std::erase_if(pools_, [&](const StatusSnapshot::Behind &b) { return b.pool_set == pool_set; });
+  std::erase_if(pools_, [&](const StatusSnapshot::Behind &b) {
+    return b.pool_set == pool_set && b.cn == cn;
+  });
 }
 
 std::vector<StatusSnapshot::Behind> BehindPools::list() const {

@@ -368,7 +368,8 @@ Status Session::open_or_create(MsgType type, const proto::PoolRequest &req,
     });
   }
   ahead_ = (req.ahead_flags & proto::kRunAhead) != 0;
-  if (params_.behind) params_.behind->opened(pool_set_);
+  if (params_.behind)
+    params_.behind->opened(pool_set_, params_.status ? params_.status->cn() : "");
   resp.nlanes = nlanes;
   resp.port = target_->port();
   resp.transport = kind;

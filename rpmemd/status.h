@@ -51,6 +51,7 @@ class SessionStatus {
   void pool_closed();
   // The client's report of its pool's catch-up (protocol minor 10).
   void catch_up(const rpmem::proto::PoolStateReport &r);
+  const std::string &cn() const noexcept { return cn_; }
 
   struct View {
     unsigned id = 0;
@@ -121,7 +122,7 @@ struct StatusSnapshot {
 class BehindPools {
  public:
   void ended(const std::string &pool_set, const std::string &cn);
-  void opened(const std::string &pool_set);
+  void opened(const std::string &pool_set, const std::string &cn);
   std::vector<StatusSnapshot::Behind> list() const;
 
  private:
