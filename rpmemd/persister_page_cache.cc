@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The persister of a pool of files in the page cache (a part on a disk is
-// enough): a persist writes the pages back to the disk (msync), whole writes
-// go through the part files (pwritev2, RWF_DSYNC when durable), and a NIC's
-// writes into the mapping would never dirty a page, so it may not write
-// there. Visible bytes (written without a sync, or stored into the mapping)
-// are counted, and the first persistent call after them, a write-back
-// they are old enough for, or the close writes the whole pool back.
+// enough): a persist writes the pages back to the disk (msync), durable and
+// posted writes go through the part files (pwritev2, RWF_DSYNC when
+// durable), and a NIC's writes into the mapping would never dirty a page, so
+// it may not write there. Visible bytes are stores into the mapping, counted
+// until the first persistent call after them, a write-back they are old
+// enough for, or the close writes the whole pool back.
 #include "common/error.h"
 #include "common/log.h"
+#include "common/transport/copy_words.h"
 #include "common/transport/lane_stats.h"
 #include "rpmemd/persister.h"
 
@@ -69,10 +70,12 @@ class PageCachePersister final : public Persister {
   }
   std::error_code sync_all() noexcept override { return write_back_all(); }
 
+  // Whole-word stores into the mapping, as a transport's stores that
+  // made_visible() counts: no system call (write_parts below says what a
+  // page written through the mapping costs).
   std::error_code write_visible(size_t offset, const uint8_t *src, size_t len) noexcept override {
-    auto ec = write_parts(offset, src, len, 0);
-    if (!ec) noted();
-    return ec;
+    rpmem::transport::copy_words(base_ + offset, src, len);
+    return made_visible(offset, len);
   }
   std::error_code made_visible(size_t, size_t len) noexcept override {
     if (len != 0) noted();
@@ -129,10 +132,13 @@ class PageCachePersister final : public Persister {
   std::mutex write_back_mu_;
 };
 
-// Through the file, not the mapping: a page written through the mapping
-// must be write-protected again by its writeback and fault on the next
-// store, which costs several durable writes. The mapping sees the bytes
-// (one page cache).
+// Durable and posted writes go through the file, not the mapping: a page
+// written through the mapping is write-protected again by its writeback
+// and faults on the next store (on ext4 here 2.7-3.3 us for 4 KiB, against
+// 2.0 us for a pwritev2), and a durable write is written back at once.
+// Visible ones are stores: their pages are written back every half bound
+// at most, and a store into a page written since costs 0.3 us. The mapping
+// sees what the file gets (one page cache).
 std::error_code PageCachePersister::write_parts(size_t offset, const uint8_t *src, size_t len,
                                                 int flags) noexcept {
   for (const MappedPart &part : parts_) {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The visible level on the host's media: a page-cache pool's visible writes
-// reach the file without waiting for its disk, and are counted until a
+// are stores into its mapping, without waiting for its disk, counted until a
 // persistent call, a write-back they are old enough for, or the close
 // writes the pool back; RAM's are persistent at once. WriteBack's thread
 // writes them back within its bound.
@@ -102,6 +102,33 @@ TEST(VisibleLevel, OnADiskVisibleBytesWaitForAPersistentCallAWriteBackOrTheClose
     EXPECT_EQ(ec, std::error_code{});
     EXPECT_EQ(p.unpersisted_age(), 0ns) << persistent;
   }
+}
+
+// A visible write into the page cache is stores into the mapping, as a
+// transport's are: it needs no write of the part file (whose descriptor
+// here is read-only, so that a pwritev2 would fail), and the file's readers
+// and a write-back see it all the same.
+TEST(VisibleLevel, OnADiskAVisibleWriteIsStoresIntoTheMappingNotAWriteOfTheFile) {
+  TempDir dir;
+  Pool pool(dir.path() + "/part");
+  ASSERT_TRUE(pool.persister);
+  auto parts = pool.parts;
+  const int ro = ::open((dir.path() + "/part").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ro, 0);
+  parts[0].fd = ro;
+  auto p = choose_persister(pool.base, kLen, parts);
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(p->traits().visible_cheaper);
+  const auto a = bytes(5000, 4);
+  EXPECT_EQ(p->write_visible(4000, a.data(), a.size()), std::error_code{});
+  EXPECT_EQ(std::memcmp(pool.base + 4000, a.data(), a.size()), 0);
+  EXPECT_EQ(pool.file(4000, a.size()), a);
+  EXPECT_GT(p->unpersisted_age(), 0ns) << "counted as visible";
+  EXPECT_EQ(p->persist_visible(), std::error_code{});
+  EXPECT_EQ(p->unpersisted_age(), 0ns);
+  EXPECT_EQ(p->write_durable(4000, a.data(), 8, false), std::make_error_code(std::errc::io_error))
+      << "durable writes still go through the file";
+  ::close(ro);
 }
 
 TEST(VisibleLevel, InRamVisibleIsPersistentAtOnce) {
