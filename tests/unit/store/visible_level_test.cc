@@ -131,6 +131,75 @@ TEST(VisibleLevel, OnADiskAVisibleWriteIsStoresIntoTheMappingNotAWriteOfTheFile)
   ::close(ro);
 }
 
+const std::error_code kOk{};
+const std::error_code kEio = std::make_error_code(std::errc::io_error);
+
+// Takes page `at` of the pool's mapping away (an msync of the whole pool
+// then fails, as a writeback error fails it on a disk) and puts it back.
+struct Hole {
+  Hole(Pool &pool, size_t at) : pool_(pool), at_(at) { gone = ::munmap(pool.base + at, 4096) == 0; }
+  bool fill() {
+    void *p = ::mmap(pool_.base + at_, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                     pool_.fd, static_cast<off_t>(at_));
+    return p == pool_.base + at_;
+  }
+  bool gone = false;
+
+ private:
+  Pool &pool_;
+  size_t at_;
+};
+
+// A write-back that fails while visible bytes wait may have lost them, and
+// msync reports a file's writeback error once only: every later write and
+// persist of the pool fails with EIO, even once msync works again
+// (WriteBackError.* shows the kernel's side in the VM).
+TEST(VisibleLevel, AFailedWriteBackOfVisibleBytesFailsEveryLaterWriteAndPersist) {
+  for (bool by_thread : {true, false}) {
+    SCOPED_TRACE(by_thread ? "seen by a write-back" : "seen by a persistent call");
+    TempDir dir;
+    Pool pool(dir.path() + "/part");
+    ASSERT_TRUE(pool.persister);
+    Persister &p = *pool.persister;
+    const auto a = bytes(4096, 5);
+    ASSERT_EQ(p.write_visible(8192, a.data(), a.size()), kOk);
+    Hole hole(pool, 32768);
+    ASSERT_TRUE(hole.gone);
+    EXPECT_EQ(by_thread ? p.write_back(0ns) : p.persist(100, 10, false), kEio);
+    ASSERT_TRUE(hole.fill());
+    EXPECT_GT(p.unpersisted_age(), 0ns) << "never persistent now";
+    EXPECT_EQ(p.persist(100, 10, false), kEio);
+    EXPECT_EQ(p.persist_visible(), kEio);
+    EXPECT_EQ(p.write_back(0ns), kEio);
+    EXPECT_EQ(p.write_durable(8192, a.data(), 8, false), kEio);
+    EXPECT_EQ(p.write_posted(8192, a.data(), 8), kEio);
+    EXPECT_EQ(p.write_visible(8192, a.data(), 8), kEio);
+    EXPECT_EQ(p.made_visible(8192, 8), kEio);
+    EXPECT_EQ(p.sync_all(), kEio);
+  }
+}
+
+// With no visible byte waiting, a failed persist or write-back fails that
+// call only, as on the persistent level.
+TEST(VisibleLevel, AFailedPersistWithNoVisibleByteWaitingFailsThatCallOnly) {
+  TempDir dir;
+  Pool pool(dir.path() + "/part");
+  ASSERT_TRUE(pool.persister);
+  Persister &p = *pool.persister;
+  const auto a = bytes(4096, 6);
+  ASSERT_EQ(p.write_visible(8192, a.data(), a.size()), kOk);
+  ASSERT_EQ(p.persist_visible(), kOk);
+  Hole hole(pool, 32768);
+  ASSERT_TRUE(hole.gone);
+  EXPECT_EQ(p.persist(0, kLen, false), kEio);
+  EXPECT_EQ(p.sync_all(), kEio);
+  ASSERT_TRUE(hole.fill());
+  EXPECT_EQ(p.persist(0, kLen, false), kOk);
+  EXPECT_EQ(p.write_visible(8192, a.data(), a.size()), kOk);
+  EXPECT_EQ(p.persist_visible(), kOk);
+  EXPECT_EQ(p.unpersisted_age(), 0ns);
+}
+
 TEST(VisibleLevel, InRamVisibleIsPersistentAtOnce) {
   const std::string path = "/dev/shm/rpmem-visible-" + std::to_string(::getpid());
   {
