@@ -167,7 +167,9 @@ class WriteBackError : public ::testing::Test {
     EXPECT_EQ(persist(8192, RPMEM_PERSIST_PERSISTENT, 4), EIO) << rpmem_errormsg();
     EXPECT_EQ(persist(8192, RPMEM_PERSIST_VISIBLE, 5), EIO) << rpmem_errormsg();
     EXPECT_TRUE(target_.log_shows("visible bytes may be lost")) << target_.log_text();
+    errno = 0;
     EXPECT_NE(rpmem_close(rpp_), 0);
+    EXPECT_EQ(errno, EREMOTEIO) << rpmem_errormsg();
     rpp_ = nullptr;
     EXPECT_TRUE(target_.log_shows("is not durable at its close")) << target_.log_text();
   }

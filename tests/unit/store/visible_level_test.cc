@@ -134,20 +134,25 @@ TEST(VisibleLevel, OnADiskAVisibleWriteIsStoresIntoTheMappingNotAWriteOfTheFile)
 const std::error_code kOk{};
 const std::error_code kEio = std::make_error_code(std::errc::io_error);
 
-// Takes page `at` of the pool's mapping away (an msync of the whole pool
-// then fails, as a writeback error fails it on a disk) and puts it back.
-struct Hole {
-  Hole(Pool &pool, size_t at) : pool_(pool), at_(at) { gone = ::munmap(pool.base + at, 4096) == 0; }
-  bool fill() {
-    void *p = ::mmap(pool_.base + at_, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
-                     pool_.fd, static_cast<off_t>(at_));
-    return p == pool_.base + at_;
+// A pool on a disk with 4 KiB written visible at 8192, and a page of its
+// mapping that can be taken away (an msync of the whole pool then fails, as
+// a writeback error fails it on a disk) and put back.
+struct PoolWithAHole {
+  static constexpr size_t kAt = 32768;
+  explicit PoolWithAHole(uint8_t seed) : pool(dir.path() + "/part"), a(bytes(4096, seed)) {}
+  bool ready() const {
+    return pool.persister && pool.persister->write_visible(8192, a.data(), a.size()) == kOk;
   }
-  bool gone = false;
-
- private:
-  Pool &pool_;
-  size_t at_;
+  Persister &p() const { return *pool.persister; }
+  bool dig() { return ::munmap(pool.base + kAt, 4096) == 0; }
+  bool fill() {
+    void *m = ::mmap(pool.base + kAt, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, pool.fd,
+                     static_cast<off_t>(kAt));
+    return m == pool.base + kAt;
+  }
+  TempDir dir;
+  Pool pool;
+  const std::vector<uint8_t> a;
 };
 
 // A write-back that fails while visible bytes wait may have lost them, and
@@ -157,23 +162,19 @@ struct Hole {
 TEST(VisibleLevel, AFailedWriteBackOfVisibleBytesFailsEveryLaterWriteAndPersist) {
   for (bool by_thread : {true, false}) {
     SCOPED_TRACE(by_thread ? "seen by a write-back" : "seen by a persistent call");
-    TempDir dir;
-    Pool pool(dir.path() + "/part");
-    ASSERT_TRUE(pool.persister);
-    Persister &p = *pool.persister;
-    const auto a = bytes(4096, 5);
-    ASSERT_EQ(p.write_visible(8192, a.data(), a.size()), kOk);
-    Hole hole(pool, 32768);
-    ASSERT_TRUE(hole.gone);
+    PoolWithAHole pool(5);
+    ASSERT_TRUE(pool.ready());
+    Persister &p = pool.p();
+    ASSERT_TRUE(pool.dig());
     EXPECT_EQ(by_thread ? p.write_back(0ns) : p.persist(100, 10, false), kEio);
-    ASSERT_TRUE(hole.fill());
+    ASSERT_TRUE(pool.fill());
     EXPECT_GT(p.unpersisted_age(), 0ns) << "never persistent now";
     EXPECT_EQ(p.persist(100, 10, false), kEio);
     EXPECT_EQ(p.persist_visible(), kEio);
     EXPECT_EQ(p.write_back(0ns), kEio);
-    EXPECT_EQ(p.write_durable(8192, a.data(), 8, false), kEio);
-    EXPECT_EQ(p.write_posted(8192, a.data(), 8), kEio);
-    EXPECT_EQ(p.write_visible(8192, a.data(), 8), kEio);
+    EXPECT_EQ(p.write_durable(8192, pool.a.data(), 8, false), kEio);
+    EXPECT_EQ(p.write_posted(8192, pool.a.data(), 8), kEio);
+    EXPECT_EQ(p.write_visible(8192, pool.a.data(), 8), kEio);
     EXPECT_EQ(p.made_visible(8192, 8), kEio);
     EXPECT_EQ(p.sync_all(), kEio);
   }
@@ -182,20 +183,16 @@ TEST(VisibleLevel, AFailedWriteBackOfVisibleBytesFailsEveryLaterWriteAndPersist)
 // With no visible byte waiting, a failed persist or write-back fails that
 // call only, as on the persistent level.
 TEST(VisibleLevel, AFailedPersistWithNoVisibleByteWaitingFailsThatCallOnly) {
-  TempDir dir;
-  Pool pool(dir.path() + "/part");
-  ASSERT_TRUE(pool.persister);
-  Persister &p = *pool.persister;
-  const auto a = bytes(4096, 6);
-  ASSERT_EQ(p.write_visible(8192, a.data(), a.size()), kOk);
+  PoolWithAHole pool(6);
+  ASSERT_TRUE(pool.ready());
+  Persister &p = pool.p();
   ASSERT_EQ(p.persist_visible(), kOk);
-  Hole hole(pool, 32768);
-  ASSERT_TRUE(hole.gone);
+  ASSERT_TRUE(pool.dig());
   EXPECT_EQ(p.persist(0, kLen, false), kEio);
   EXPECT_EQ(p.sync_all(), kEio);
-  ASSERT_TRUE(hole.fill());
+  ASSERT_TRUE(pool.fill());
   EXPECT_EQ(p.persist(0, kLen, false), kOk);
-  EXPECT_EQ(p.write_visible(8192, a.data(), a.size()), kOk);
+  EXPECT_EQ(p.write_visible(8192, pool.a.data(), pool.a.size()), kOk);
   EXPECT_EQ(p.persist_visible(), kOk);
   EXPECT_EQ(p.unpersisted_age(), 0ns);
 }
