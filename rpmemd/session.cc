@@ -86,7 +86,7 @@ Session::~Session() {
   if (idle_fd_ >= 0) ::close(idle_fd_);
 }
 
-void Session::release(bool remove) noexcept {
+std::error_code Session::release(bool remove) noexcept {
   // A pool whose client could run ahead of it, left without a close: it
   // may be behind its master until that client comes back.
   if (pool_ && ahead_ && !token_path_.empty()) {
@@ -107,12 +107,18 @@ void Session::release(bool remove) noexcept {
   write_back_.reset();  // before the pool's own write-back at its close
   grant_.release();
   view_.reset();
-  if (!pool_) return;
+  if (!pool_) return {};
   // Logged in PMDK's order: closing, closed, removing, removed (the parts
   // are unlinked before the pool is unlocked).
   RPMEM_LOG_NOTICE("closing pool");
-  std::error_code removed;
-  if (remove) removed = pool_->remove_parts();
+  std::error_code removed, synced;
+  if (remove)
+    removed = pool_->remove_parts();
+  else
+    synced = pool_->persister().sync_all();  // a failure is the close's answer
+  if (synced)
+    RPMEM_LOG_ERR("pool set '%s' is not durable at its close: %s", pool_set_.c_str(),
+                  synced.message().c_str());
   pool_.reset();  // durable, unmapped, unlocked
   RPMEM_LOG_INFO("pool closed");
   if (remove) {
@@ -122,6 +128,7 @@ void Session::release(bool remove) noexcept {
     else
       RPMEM_LOG_INFO("removed '%s'", pool_set_.c_str());
   }
+  return synced;
 }
 
 std::error_code Session::handle_pool_request(MsgType type, const proto::Bytes &payload,
@@ -201,9 +208,10 @@ std::error_code Session::handle_close(const proto::Bytes &payload) {
     token_path_.clear();
   }
   ahead_ = false;  // nor is it behind anything
-  if (pool_)
-    release(created_ && (req->flags & proto::kCloseRemove));
-  else {
+  if (pool_) {
+    if (auto ec = release(created_ && (req->flags & proto::kCloseRemove)))
+      status = proto::errno_to_status(ec.value());
+  } else {
     RPMEM_LOG_ERR("pool not opened");
     status = Status::kFatal;
   }

@@ -127,7 +127,9 @@ class Session {
   std::error_code handle_set_attr(const proto::Bytes &payload);
   std::error_code handle_close(const proto::Bytes &payload);
   std::error_code handle_remove(const proto::Bytes &payload);
-  void release(bool remove) noexcept;  // stops the lanes, closes the pool
+  // Stops the lanes and closes the pool; EIO when it could not be made
+  // durable (not asked when it is removed).
+  std::error_code release(bool remove) noexcept;
   void arm_idle_timer() noexcept;
 
   PoolStore &store_;

@@ -45,6 +45,10 @@
 # every acknowledgement before the crash, visible ones too, must be on the
 # disk. RPMEM_POWERCUT_RPMEMD runs another rpmemd there (an older build: the
 # negative control, which loses them).
+# One more boot (RPMEM_POWERCUT_IOERRORS=0 leaves it out) runs the
+# WriteBackError tests: a disk that fails the writeback of a visible pool's
+# pages (a device-mapper error target under the part's blocks) fails the
+# next persistent call, every later call and the close.
 # Fails when the VM cannot boot, the e2fsprogs tools are missing or (for
 # verbs) BUILD_DIR has no verbs provider; RPMEM_SKIP_VM=1 skips it on
 # purpose. A failed cut keeps its output and dumped parts in
@@ -273,6 +277,23 @@ run_cut() {
   rm -rf "$d"
 }
 
+# run_io_errors: one boot, the WriteBackError tests (RPMEM_TEST_DM=1: they
+# set up their failing disk themselves); 0 when they passed.
+run_io_errors() {
+  local rc=0 t0=$SECONDS log="$tmp/io-errors.log"
+  echo "--- a disk that fails its writes: WriteBackError.* (device-mapper)"
+  "$vm" --timeout "$vm_timeout" --env RPMEM_TEST_DM=1 --env RPMEM_ENABLE_VERBS=0 \
+    -- ctest --test-dir "$build" --output-on-failure --no-tests=error -R '^WriteBackError\.' \
+    >"$log" 2>&1 || rc=$?
+  sed -n 's/^\(.*tests passed.*\)$/  \1/p' "$log"
+  summary+=("writeback errors ($((SECONDS - t0)) s): $(grep -c ' Passed ' "$log" || true) passed")
+  if [ $rc -ne 0 ] || grep -q 'Not Run\|Skipped' "$log"; then
+    echo "test-powercut: writeback errors: FAILED (VM status $rc)"
+    tail -n 60 "$log" | sed 's/^/  /'
+    return 1
+  fi
+}
+
 keep() {  # keep a failed cut's evidence (no images)
   local to
   to="$build/powercut-failed/$(basename "$1")-seed$seed"
@@ -282,6 +303,9 @@ keep() {  # keep a failed cut's evidence (no images)
 }
 
 start=$SECONDS
+if [ "${RPMEM_POWERCUT_IOERRORS:-1}" = 1 ]; then
+  run_io_errors || failed=1
+fi
 for t in $transports; do
   [ "$t" = verbs ] && vm_verbs_build test-powercut "$build"
   for n in $(seq 1 "$cuts"); do

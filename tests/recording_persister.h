@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // RecordingPersister: the persister of the target-side unit tests (lane
 // server, tcp and verbs targets). It records every persist, can fail them
-// with a chosen errno or hold them until released, counts whole writes, and
-// takes the traits of whichever medium a test stands for.
+// with a chosen errno or hold them until released, counts whole writes
+// (durable, posted and visible), and takes the traits of whichever medium a
+// test stands for.
 #ifndef RPMEM_TESTS_RECORDING_PERSISTER_H
 #define RPMEM_TESTS_RECORDING_PERSISTER_H
 
@@ -95,6 +96,7 @@ class RecordingPersister final : public rpmem::transport::Persister {
                                 size_t length) noexcept override {
     if (!medium.visible_cheaper) return write_durable(offset, src, length, false);
     std::lock_guard lock(mu_);
+    ++visible_writes;
     std::memcpy(base_ + offset, src, length);
     visible_.push_back({offset, length, false});
     return {};
@@ -110,7 +112,8 @@ class RecordingPersister final : public rpmem::transport::Persister {
     return {};
   }
 
-  std::atomic<unsigned> durable_writes{0}, posted_writes{0}, visible_persisted{0};
+  std::atomic<unsigned> durable_writes{0}, posted_writes{0}, visible_writes{0},
+      visible_persisted{0};
   std::vector<Call> visible() {
     std::lock_guard lock(mu_);
     return visible_;

@@ -32,9 +32,10 @@ struct MediumTraits {
   // durable (RAM, persistent memory). False where only writes the kernel
   // sees through the CPU are written back (a file in the page cache).
   bool nic_writes;
-  // A persist waits for a device (a file system on a disk): writes go in
-  // whole through write_durable()/write_posted(), which cost less there
-  // than stores into the mapping, and lanes' threads mostly wait.
+  // A persist waits for a device (a file system on a disk): durable and
+  // posted writes go in whole through write_durable()/write_posted(), which
+  // cost less there than stores into the mapping, and lanes' threads mostly
+  // wait. Visible bytes are stores into the mapping there too.
   bool waits_for_device;
   // A CPU flush of the stores makes them durable, so the appliance
   // persistency method (APM) is sound (persistent memory).
@@ -67,9 +68,10 @@ class Persister {
   virtual std::error_code sync_all() noexcept = 0;
 
   // The visible level (proto::Durability::kVisible). write_visible() writes
-  // len bytes of src at offset, and made_visible() takes note of bytes a
-  // transport stored into the mapping; each returns once the pool's own
-  // reads see the bytes. A later persist(), write_durable() or
+  // len bytes of src at offset (whole-word stores into the mapping where
+  // visible costs less), and made_visible() takes note of bytes a transport
+  // stored into the mapping; each returns once the pool's own reads see the
+  // bytes. A later persist(), write_durable() or
   // persist_visible() makes every visible byte durable, as do sync_all()
   // and a write_back() they are old enough for. Where visible costs what
   // durable costs (traits().visible_cheaper false), they are durable at

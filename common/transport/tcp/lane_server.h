@@ -82,7 +82,8 @@ class LaneServer {
   TargetPool &pool_;
   FatalFn fatal_;
   // The medium takes whole writes (traits().waits_for_device) and the
-  // method is not APM: payloads go in through write_durable/write_posted.
+  // method is not APM: durable and posted payloads go in through
+  // write_durable/write_posted (visible ones are stores, as everywhere).
   const bool whole_writes_;
   const bool apm_;  // writes durable as they land (pmem)
   const std::shared_ptr<TargetCounters> counters_;

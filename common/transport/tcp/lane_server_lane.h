@@ -136,8 +136,9 @@ struct LaneServer::Lane {
   bool visible = false;              // req is acknowledged once visible (TargetPool::visible)
   LaneCounters *counters = nullptr;  // null: not counted
   int64_t started_ns = 0;            // the request's header came (counted lanes)
-  // The payload is taken whole into the buffer and written durably in one
-  // step (a persist to a pool on a disk); `written` is how that went.
+  // The payload is taken whole into the buffer and written in one step (a
+  // persistent persist or a flush to a pool on a disk); `written` is how
+  // that went.
   bool whole = false;
   std::error_code written;
   uint8_t *dst = nullptr;  // where the rest of the payload goes

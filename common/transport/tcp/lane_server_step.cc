@@ -86,15 +86,17 @@ LaneServer::Step LaneServer::take_header(Lane &lane, bool &progress) {
   if (lane.counters) lane.started_ns = LaneCounters::now_ns();
   lane.dst = pool_.base() + req->offset;
   lane.left = writes ? req->length : 0;
-  lane.whole = whole_writes_ && writes && req->length <= kLaneBuffer;
+  // Visible payloads are stores into the pool on every medium, counted by
+  // made_visible(); only durable and posted ones may go in whole.
+  lane.whole = whole_writes_ && writes && !lane.visible && req->length <= kLaneBuffer;
   lane.written.clear();
   lane.state = Lane::State::kPayload;
   return Step::kMore;
 }
 
-// The payload, as it comes: whole into the buffer and then one write of the
-// persister, or straight into the pool (word by word for atomic writes).
-// kMore once it is all there.
+// The payload, as it comes: whole into the buffer and then one durable or
+// posted write of the persister, or straight into the pool (word by word
+// for atomic writes). kMore once it is all there.
 LaneServer::Step LaneServer::take_payload(Lane &lane, bool &progress) {
   if (lane.whole && lane.left > 0) {
     if (lane.in.buffered() < lane.left) {
@@ -107,9 +109,8 @@ LaneServer::Step LaneServer::take_payload(Lane &lane, bool &progress) {
     const uint8_t *src = lane.in.data();
     lane.written = lane.req.op == DataOp::kFlush
                        ? pool_.write_posted(lane.req.offset, src, lane.left)
-                   : lane.visible ? pool_.write_visible(lane.req.offset, src, lane.left)
-                                  : pool_.write_durable(lane.req.offset, src, lane.left,
-                                                        lane.req.op == DataOp::kDeepPersist);
+                       : pool_.write_durable(lane.req.offset, src, lane.left,
+                                             lane.req.op == DataOp::kDeepPersist);
     lane.in.consume(lane.left);
     lane.left = 0;
     progress = true;

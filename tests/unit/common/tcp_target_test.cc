@@ -381,18 +381,30 @@ TEST_F(TcpTargetTest, VisibleRequestsArePersistentWithoutTheGrant) {
   EXPECT_TRUE(pool_->persister.visible().empty());
 }
 
-// On a disk a visible persist is one write into the page cache, no
-// durable one.
-TEST_F(TcpTargetTest, AVisiblePersistOnADiskIsOneWriteIntoThePageCache) {
+// On a disk a visible persist or flush goes straight into the pool, as
+// into RAM, and made_visible() counts it: no whole write of the persister,
+// durable, posted or visible. A persistent one is still a durable write.
+TEST_F(TcpTargetTest, AVisibleWriteOnADiskIsStoredIntoThePoolNotWrittenWhole) {
   start();
   pool_->persister.medium = rpmem_test::kRecordedDisk;
   pool_->target.grant_visible(true);
   connect_ok(1);
   fill_pattern(local_.data() + 8192, 4096, 8);
   EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 4096, kWriteVisible));
+  fill_pattern(local_.data() + 20000, 3000, 9);
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kFlush, 20000, 3000, kWriteVisible));
+  EXPECT_FALSE(lanes_[0]->drain(kWriteVisible));
   EXPECT_EQ(pool_->persister.durable_writes.load(), 0u);
-  EXPECT_EQ(pool_->persister.visible(), (std::vector<PersistCall>{{8192, 4096, false}}));
+  EXPECT_EQ(pool_->persister.posted_writes.load(), 0u);
+  EXPECT_EQ(pool_->persister.visible_writes.load(), 0u);
+  EXPECT_EQ(pool_->persister.visible(),
+            (std::vector<PersistCall>{{8192, 4096, false}, {20000, 3000, false}}));
   EXPECT_EQ(0, std::memcmp(pool_->base() + 8192, local_.data() + 8192, 4096));
+  EXPECT_EQ(0, std::memcmp(pool_->base() + 20000, local_.data() + 20000, 3000));
+  EXPECT_TRUE(pool_->persister.calls().empty());
+  EXPECT_FALSE(lanes_[0]->write(DataOp::kPersist, 8192, 4096, 0));
+  EXPECT_EQ(pool_->persister.durable_writes.load(), 1u);
+  EXPECT_EQ(fatal_count(), 0u);
 }
 
 TEST_F(TcpTargetTest, DrainAfterFailedFlushIsEioOnceAndLaneStaysUsable) {
@@ -779,6 +791,7 @@ class TcpTargetAtomicityTest : public TcpTargetTest {
   void SetUp() override {
     RPMEM_SKIP_UNDER_TSAN();
     start(4096, 1);
+    before_hello();
     for (size_t i = 0; i < kAtomWords; ++i) {
       uint64_t o = old_word(i), n = new_word(i);
       std::memcpy(pool_->base() + kAtomOff + 8 * i, &o, 8);
@@ -787,9 +800,32 @@ class TcpTargetAtomicityTest : public TcpTargetTest {
     fd_ = raw_connect();
     ASSERT_TRUE(raw_hello(fd_, 0, 1, secret_));
   }
+  virtual void before_hello() {}  // the medium and level, before a lane server exists
   uint64_t pool_word(size_t i) const { return load_word(pool_->base() + kAtomOff + 8 * i); }
   void expect_all_new() {
     for (size_t i = 0; i < kAtomWords; ++i) ASSERT_EQ(pool_word(i), new_word(i)) << "word " << i;
+  }
+  // Five bytes of a word have arrived, three have not: the word is still
+  // old; then the rest, and the reply (a flush's through a drain of flags
+  // `flags`).
+  void expect_partial_word_held_back(DataOp op, uint8_t flags) {
+    for (size_t i = 0; i < kAtomWords; ++i) {
+      uint64_t o = old_word(i);
+      std::memcpy(pool_->base() + kAtomOff + 8 * i, &o, 8);
+    }
+    ASSERT_FALSE(raw_request(fd_, {op, flags, kAtomOff, kAtomLen}));
+    ASSERT_FALSE(tcp::send_all(fd_, payload_.data(), 8 * 3 + 5, kIoMs));
+    std::this_thread::sleep_for(50ms);
+    EXPECT_EQ(pool_word(3), old_word(3)) << "a word was written from 5 of its 8 bytes";
+    ASSERT_FALSE(tcp::send_all(fd_, payload_.data() + 8 * 3 + 5, kAtomLen - (8 * 3 + 5), kIoMs));
+    if (op == DataOp::kFlush) {
+      ASSERT_FALSE(raw_request(fd_, {DataOp::kDrain, flags, 0, 0}));
+    }
+    auto reply = raw_reply(fd_);
+    ASSERT_TRUE(reply);
+    EXPECT_EQ(reply->status, 0u);
+    EXPECT_EQ(reply->op, op == DataOp::kFlush ? DataOp::kDrain : op);
+    expect_all_new();
   }
   void expect_persist_reply() {
     auto reply = raw_reply(fd_);
@@ -859,24 +895,28 @@ TEST_F(TcpTargetAtomicityTest, PersistHoldsBackPartlyReceivedWord) {
 TEST_F(TcpTargetAtomicityTest, DeepPersistAndFlushHoldBackPartlyReceivedWord) {
   for (DataOp op : {DataOp::kDeepPersist, DataOp::kFlush}) {
     SCOPED_TRACE(op == DataOp::kFlush ? "flush" : "deep persist");
-    for (size_t i = 0; i < kAtomWords; ++i) {
-      uint64_t o = old_word(i);
-      std::memcpy(pool_->base() + kAtomOff + 8 * i, &o, 8);
-    }
-    ASSERT_FALSE(raw_request(fd_, {op, 0, kAtomOff, kAtomLen}));
-    ASSERT_FALSE(tcp::send_all(fd_, payload_.data(), 8 * 3 + 5, kIoMs));
-    std::this_thread::sleep_for(50ms);
-    EXPECT_EQ(pool_word(3), old_word(3)) << "a word was written from 5 of its 8 bytes";
-    ASSERT_FALSE(tcp::send_all(fd_, payload_.data() + 8 * 3 + 5, kAtomLen - (8 * 3 + 5), kIoMs));
-    if (op == DataOp::kFlush) {
-      ASSERT_FALSE(raw_request(fd_, {DataOp::kDrain, 0, 0, 0}));
-    }
-    auto reply = raw_reply(fd_);
-    ASSERT_TRUE(reply);
-    EXPECT_EQ(reply->status, 0u);
-    EXPECT_EQ(reply->op, op == DataOp::kFlush ? DataOp::kDrain : op);
-    expect_all_new();
+    expect_partial_word_held_back(op, 0);
   }
+}
+
+// Visible writes to a pool on a disk go into the pool as they come, as into
+// RAM (not whole through the persister): the same promise.
+class TcpTargetVisibleDiskAtomicityTest : public TcpTargetAtomicityTest {
+ protected:
+  void before_hello() override {
+    pool_->persister.medium = rpmem_test::kRecordedDisk;
+    pool_->target.grant_visible(true);
+  }
+};
+
+TEST_F(TcpTargetVisibleDiskAtomicityTest, VisiblePersistAndFlushHoldBackPartlyReceivedWord) {
+  for (DataOp op : {DataOp::kPersist, DataOp::kFlush}) {
+    SCOPED_TRACE(op == DataOp::kFlush ? "flush" : "persist");
+    expect_partial_word_held_back(op, proto::kDataVisible);
+  }
+  EXPECT_EQ(pool_->persister.visible_writes.load(), 0u) << "taken whole, not as it came";
+  EXPECT_EQ(pool_->persister.visible().size(), 2u);
+  EXPECT_TRUE(pool_->persister.calls().empty());
 }
 
 // The detector's own check: a relaxed persist promises no atomicity, and

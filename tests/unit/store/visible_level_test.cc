@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // The visible level on the host's media: a page-cache pool's visible writes
-// reach the file without waiting for its disk, and are counted until a
+// are stores into its mapping, without waiting for its disk, counted until a
 // persistent call, a write-back they are old enough for, or the close
 // writes the pool back; RAM's are persistent at once. WriteBack's thread
 // writes them back within its bound.
@@ -102,6 +102,99 @@ TEST(VisibleLevel, OnADiskVisibleBytesWaitForAPersistentCallAWriteBackOrTheClose
     EXPECT_EQ(ec, std::error_code{});
     EXPECT_EQ(p.unpersisted_age(), 0ns) << persistent;
   }
+}
+
+// A visible write into the page cache is stores into the mapping, as a
+// transport's are: it needs no write of the part file (whose descriptor
+// here is read-only, so that a pwritev2 would fail), and the file's readers
+// and a write-back see it all the same.
+TEST(VisibleLevel, OnADiskAVisibleWriteIsStoresIntoTheMappingNotAWriteOfTheFile) {
+  TempDir dir;
+  Pool pool(dir.path() + "/part");
+  ASSERT_TRUE(pool.persister);
+  auto parts = pool.parts;
+  const int ro = ::open((dir.path() + "/part").c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ro, 0);
+  parts[0].fd = ro;
+  auto p = choose_persister(pool.base, kLen, parts);
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(p->traits().visible_cheaper);
+  const auto a = bytes(5000, 4);
+  EXPECT_EQ(p->write_visible(4000, a.data(), a.size()), std::error_code{});
+  EXPECT_EQ(std::memcmp(pool.base + 4000, a.data(), a.size()), 0);
+  EXPECT_EQ(pool.file(4000, a.size()), a);
+  EXPECT_GT(p->unpersisted_age(), 0ns) << "counted as visible";
+  EXPECT_EQ(p->persist_visible(), std::error_code{});
+  EXPECT_EQ(p->unpersisted_age(), 0ns);
+  EXPECT_EQ(p->write_durable(4000, a.data(), 8, false), std::make_error_code(std::errc::io_error))
+      << "durable writes still go through the file";
+  ::close(ro);
+}
+
+const std::error_code kOk{};
+const std::error_code kEio = std::make_error_code(std::errc::io_error);
+
+// A pool on a disk with 4 KiB written visible at 8192, and a page of its
+// mapping that can be taken away (an msync of the whole pool then fails, as
+// a writeback error fails it on a disk) and put back.
+struct PoolWithAHole {
+  static constexpr size_t kAt = 32768;
+  explicit PoolWithAHole(uint8_t seed) : pool(dir.path() + "/part"), a(bytes(4096, seed)) {}
+  bool ready() const {
+    return pool.persister && pool.persister->write_visible(8192, a.data(), a.size()) == kOk;
+  }
+  Persister &p() const { return *pool.persister; }
+  bool dig() { return ::munmap(pool.base + kAt, 4096) == 0; }
+  bool fill() {
+    void *m = ::mmap(pool.base + kAt, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, pool.fd,
+                     static_cast<off_t>(kAt));
+    return m == pool.base + kAt;
+  }
+  TempDir dir;
+  Pool pool;
+  const std::vector<uint8_t> a;
+};
+
+// A write-back that fails while visible bytes wait may have lost them, and
+// msync reports a file's writeback error once only: every later write and
+// persist of the pool fails with EIO, even once msync works again
+// (WriteBackError.* shows the kernel's side in the VM).
+TEST(VisibleLevel, AFailedWriteBackOfVisibleBytesFailsEveryLaterWriteAndPersist) {
+  for (bool by_thread : {true, false}) {
+    SCOPED_TRACE(by_thread ? "seen by a write-back" : "seen by a persistent call");
+    PoolWithAHole pool(5);
+    ASSERT_TRUE(pool.ready());
+    Persister &p = pool.p();
+    ASSERT_TRUE(pool.dig());
+    EXPECT_EQ(by_thread ? p.write_back(0ns) : p.persist(100, 10, false), kEio);
+    ASSERT_TRUE(pool.fill());
+    EXPECT_GT(p.unpersisted_age(), 0ns) << "never persistent now";
+    EXPECT_EQ(p.persist(100, 10, false), kEio);
+    EXPECT_EQ(p.persist_visible(), kEio);
+    EXPECT_EQ(p.write_back(0ns), kEio);
+    EXPECT_EQ(p.write_durable(8192, pool.a.data(), 8, false), kEio);
+    EXPECT_EQ(p.write_posted(8192, pool.a.data(), 8), kEio);
+    EXPECT_EQ(p.write_visible(8192, pool.a.data(), 8), kEio);
+    EXPECT_EQ(p.made_visible(8192, 8), kEio);
+    EXPECT_EQ(p.sync_all(), kEio);
+  }
+}
+
+// With no visible byte waiting, a failed persist or write-back fails that
+// call only, as on the persistent level.
+TEST(VisibleLevel, AFailedPersistWithNoVisibleByteWaitingFailsThatCallOnly) {
+  PoolWithAHole pool(6);
+  ASSERT_TRUE(pool.ready());
+  Persister &p = pool.p();
+  ASSERT_EQ(p.persist_visible(), kOk);
+  ASSERT_TRUE(pool.dig());
+  EXPECT_EQ(p.persist(0, kLen, false), kEio);
+  EXPECT_EQ(p.sync_all(), kEio);
+  ASSERT_TRUE(pool.fill());
+  EXPECT_EQ(p.persist(0, kLen, false), kOk);
+  EXPECT_EQ(p.write_visible(8192, pool.a.data(), pool.a.size()), kOk);
+  EXPECT_EQ(p.persist_visible(), kOk);
+  EXPECT_EQ(p.unpersisted_age(), 0ns);
 }
 
 TEST(VisibleLevel, InRamVisibleIsPersistentAtOnce) {
