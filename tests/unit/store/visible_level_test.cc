@@ -116,8 +116,9 @@ TEST(VisibleLevel, OnADiskAVisibleWriteIsStoresIntoTheMappingNotAWriteOfTheFile)
   const int ro = ::open((dir.path() + "/part").c_str(), O_RDONLY | O_CLOEXEC);
   ASSERT_GE(ro, 0);
   parts[0].fd = ro;
-  auto p = choose_persister(pool.base, kLen, parts);
-  ASSERT_TRUE(p);
+  auto chosen = choose_persister(pool.base, kLen, parts);
+  ASSERT_TRUE(chosen) << chosen.error().message;
+  auto &p = chosen.value();
   ASSERT_TRUE(p->traits().visible_cheaper);
   const auto a = bytes(5000, 4);
   EXPECT_EQ(p->write_visible(4000, a.data(), a.size()), std::error_code{});
