@@ -156,6 +156,9 @@ class Pool {
   // channel's.
   bool behind_turn(int &hangup) noexcept;
   int reattach(int &hangup, std::string &why);
+  const char *unfit_to_reattach(const proto::PoolResponse &resp, const PoolAttr &known);
+  void take_reattached(Handshake &hs, Lanes lanes, std::shared_ptr<transport::LaneRoute> route,
+                       const PoolAttr &known, int &hangup);
   // Sends every marked page again, proves it with the target's checksums,
   // and is in sync; false when the target is lost again (behind) or close()
   // stopped it.

@@ -208,26 +208,14 @@ int Pool::reattach(int &hangup, std::string &why) {
     return err;
   }
   const proto::PoolResponse &resp = hs.response;
-  const char *other = nullptr;
   PoolAttr known;
   {
     std::lock_guard lock(control_mu_);
     known = a.attr;
   }
-  const bool headers = (resp.pool_flags & proto::kPoolHasHeaders) != 0;
-  if (resp.status == proto::Status::kStale && !a.fresh) {
-    a.fresh = true;  // the next try opens it anew, and sends the whole pool
-    other = "the target no longer knows this client's session (another opened the pool since)";
-  } else if (resp.status != proto::Status::kSuccess) {
-    other = proto::status_message(resp.status);
-  } else if (resp.nlanes != lanes_.size()) {
-    other = "the target grants it another number of lanes";
-  } else if (headers != has_headers_ || (headers && !(resp.attr == known))) {
-    other = "the target's pool is not this one (its attributes differ)";
-  }
   // A session that cannot take the pool's place ends without a close
   // request: rpmemd keeps the pool marked behind, and this client's token.
-  if (other) {
+  if (const char *other = unfit_to_reattach(resp, known)) {
     hs.channel->close(std::chrono::milliseconds(200));
     why = other;
     return ECONNREFUSED;
@@ -244,7 +232,35 @@ int Pool::reattach(int &hangup, std::string &why) {
     why = "its lanes: " + lanes.error().message;
     return lanes.error().code.value();
   }
-  // From here on the new session is the pool's: its token first.
+  take_reattached(hs, std::move(lanes.value()), params.route, known, hangup);
+  RPMEM_LOG_NOTICE("%s: pool '%s' reattached after %lld ms behind its target", a.rec.target.c_str(),
+                   a.rec.pool_set.c_str(), static_cast<long long>(behind_ms()));
+  return 0;
+}
+
+// Why the session `resp` answers cannot take the pool's place (null: it
+// can). A token the target no longer knows: the next try opens the pool
+// anew, and sends it whole.
+const char *Pool::unfit_to_reattach(const proto::PoolResponse &resp, const PoolAttr &known) {
+  Ahead &a = *ahead_;
+  const bool headers = (resp.pool_flags & proto::kPoolHasHeaders) != 0;
+  if (resp.status == proto::Status::kStale && !a.fresh) {
+    a.fresh = true;
+    return "the target no longer knows this client's session (another opened the pool since)";
+  }
+  if (resp.status != proto::Status::kSuccess) return proto::status_message(resp.status);
+  if (resp.nlanes != lanes_.size()) return "the target grants it another number of lanes";
+  if (headers != has_headers_ || (headers && !(resp.attr == known)))
+    return "the target's pool is not this one (its attributes differ)";
+  return nullptr;
+}
+
+// The new session is the pool's: its token first (into the record), then
+// its lanes, its levels, its channel (`hangup` its descriptor's copy).
+void Pool::take_reattached(Handshake &hs, Lanes lanes, std::shared_ptr<transport::LaneRoute> route,
+                           const PoolAttr &known, int &hangup) {
+  Ahead &a = *ahead_;
+  const proto::PoolResponse &resp = hs.response;
   {
     std::lock_guard lock(a.mu);
     if (resp.token.size() == proto::kTokenSize)
@@ -258,23 +274,20 @@ int Pool::reattach(int &hangup, std::string &why) {
     if (has_headers_) a.oos->clear(0, 1);
     a.fresh = false;
   }
-  lanes_.replace(std::move(lanes.value()));
+  lanes_.replace(std::move(lanes));
   visible_granted_.store((resp.levels & proto::level_bit(proto::Durability::kVisible)) != 0);
   a.reports = hs.hello.minor >= proto::kMinorRunAhead;
   const int fd = hs.channel->hangup_fd();
   {
     std::lock_guard lock(control_mu_);
-    if (reopen_ && params.route && resp.token.size() == proto::kTokenSize)
-      keep_for_reopen(a.target, hs, known, params.route);
+    if (reopen_ && route && resp.token.size() == proto::kTokenSize)
+      keep_for_reopen(a.target, hs, known, std::move(route));
     channel_ = std::move(hs.channel);
   }
   if (hangup >= 0) ::close(hangup);
   hangup = fd >= 0 ? ::fcntl(fd, F_DUPFD_CLOEXEC, 0) : -1;
   a.attached.store(true);
   a.warned = false;
-  RPMEM_LOG_NOTICE("%s: pool '%s' reattached after %lld ms behind its target", a.rec.target.c_str(),
-                   a.rec.pool_set.c_str(), static_cast<long long>(behind_ms()));
-  return 0;
 }
 
 int Pool::close_ahead() noexcept try {

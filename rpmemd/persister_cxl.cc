@@ -14,24 +14,23 @@
 namespace rpmemd {
 namespace {
 
-// name, noun, description, GPSPM's flush, NIC writes, waits for a device, APM sound,
-// visible cheaper: those of persistent memory (persister_fsdax.cc) but the names
-constexpr MediumTraits kCxlFsdax{"cxl",
-                                 "CXL persistent memory (fsdax)",
-                                 "CXL persistent memory (fsdax)",
-                                 "pmem_persist",
-                                 true,
-                                 false,
-                                 true,
-                                 false};
-constexpr MediumTraits kCxlDevdax{"cxl",
-                                  "CXL persistent memory (devdax)",
-                                  "CXL persistent memory (devdax)",
-                                  "pmem_persist",
-                                  true,
-                                  false,
-                                  true,
-                                  false};
+// Those of persistent memory (persister_fsdax.cc) but the names.
+constexpr MediumTraits kCxlFsdax{.name = "cxl",
+                                 .noun = "CXL persistent memory (fsdax)",
+                                 .description = "CXL persistent memory (fsdax)",
+                                 .flush = "pmem_persist",
+                                 .nic_writes = true,
+                                 .waits_for_device = false,
+                                 .apm_sound = true,
+                                 .visible_cheaper = false};
+constexpr MediumTraits kCxlDevdax{.name = "cxl",
+                                  .noun = "CXL persistent memory (devdax)",
+                                  .description = "CXL persistent memory (devdax)",
+                                  .flush = "pmem_persist",
+                                  .nic_writes = true,
+                                  .waits_for_device = false,
+                                  .apm_sound = true,
+                                  .visible_cheaper = false};
 
 class CxlPersister final : public FsdaxPersister {
  public:

@@ -16,10 +16,16 @@
 namespace rpmemd {
 namespace {
 
-// name, noun, description, GPSPM's flush, NIC writes, waits for a device, APM sound,
-// visible cheaper (a pmem_persist is a few cache-line flushes)
-constexpr MediumTraits kFsdax{
-    "pmem", "persistent memory", "persistent memory", "pmem_persist", true, false, true, false};
+// Visible costs what persistent costs: a pmem_persist is a few cache-line
+// flushes.
+constexpr MediumTraits kFsdax{.name = "pmem",
+                              .noun = "persistent memory",
+                              .description = "persistent memory",
+                              .flush = "pmem_persist",
+                              .nic_writes = true,
+                              .waits_for_device = false,
+                              .apm_sound = true,
+                              .visible_cheaper = false};
 
 }  // namespace
 

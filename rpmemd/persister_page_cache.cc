@@ -32,16 +32,15 @@ namespace {
 using rpmem::errc;
 using rpmem::last_errc;
 
-// name, noun, description, GPSPM's flush, NIC writes, waits for a device, APM sound,
-// visible cheaper
-constexpr MediumTraits kPageCache{"disk",
-                                  "a file in the page cache",
-                                  "a file in the page cache, written back to its disk on persist",
-                                  "pmem_msync",
-                                  false,
-                                  true,
-                                  false,
-                                  true};
+constexpr MediumTraits kPageCache{
+    .name = "disk",
+    .noun = "a file in the page cache",
+    .description = "a file in the page cache, written back to its disk on persist",
+    .flush = "pmem_msync",
+    .nic_writes = false,
+    .waits_for_device = true,
+    .apm_sound = false,
+    .visible_cheaper = true};
 
 class PageCachePersister final : public Persister {
  public:

@@ -8,16 +8,14 @@
 namespace rpmemd {
 namespace {
 
-// name, noun, description, GPSPM's flush, NIC writes, waits for a device, APM sound,
-// visible cheaper
-constexpr MediumTraits kRam{"ram",
-                            "a file in RAM",
-                            "a file in RAM (tmpfs): durable as RAM is",
-                            "pmem_msync",
-                            true,
-                            false,
-                            false,
-                            false};
+constexpr MediumTraits kRam{.name = "ram",
+                            .noun = "a file in RAM",
+                            .description = "a file in RAM (tmpfs): durable as RAM is",
+                            .flush = "pmem_msync",
+                            .nic_writes = true,
+                            .waits_for_device = false,
+                            .apm_sound = false,
+                            .visible_cheaper = false};
 
 class RamPersister final : public Persister {
  public:

@@ -8,7 +8,7 @@
 #
 #   pmdk_test.sh SCENARIO      (environment: RPMEM_LIB_DIR RPMEMD LOCAL_SSH
 #                               OBJ_REMOTE, set by tests/pmdk/CMakeLists.txt)
-# Scenarios: obj singlehdr pmempool two_remotes sds_off evil_replica blip restart
+# Scenarios: obj singlehdr pmempool two_remotes sds_off evil_replica blip run_ahead restart
 # RPMEM_PMDK_TARGET_DIR: where the targets keep their parts (default: with
 # the client's, under /tmp).
 set -euo pipefail
@@ -146,6 +146,49 @@ churn_end() {
   say "$((last - 10)) rounds of 200 transactions; librpmem's log:"
   grep "$2" "$W/client/librpmem.log" | sed 's/^/    /' | head -5
   client "$OBJ_REMOTE" verify "$W/client/pool.set" 200 "$last"
+}
+
+# netns_target: target 1's rpmemd in a network namespace of its own behind a
+# veth pair (netns.h's way, a /24 of its own), its data lanes across the
+# link, $CMD reaching it; the client's pool set (16 MiB, 200 objects
+# created) has its replica there.
+netns_target() {
+  [ "$(id -u)" = 0 ] || { echo "SKIP: needs root for a network namespace"; exit 77; }
+  command -v iptables-legacy > /dev/null || die "iptables-legacy is missing (scripts/deps.sh)"
+  id=$$; ns=rpmemo$id; hif=rpmo$id; nif=rpmp$id; net=10.$((200 + id / 250 % 50)).$((id % 250))
+  ip netns add "$ns" || { echo "SKIP: network namespaces not permitted"; exit 77; }
+  trap 'ip link del "$hif" 2>/dev/null || true; ip netns del "$ns" || true; rm -rf "$W" "$T"' EXIT
+  ip link add "$hif" type veth peer name "$nif"
+  ip link set "$nif" netns "$ns"
+  ip addr add "$net.1/24" dev "$hif"
+  ip link set "$hif" up
+  ip netns exec "$ns" ip addr add "$net.2/24" dev "$nif"
+  ip netns exec "$ns" ip link set "$nif" up
+  ip netns exec "$ns" ip link set lo up
+  for _ in $(seq 50); do  # until both ends have carrier
+    ip link show dev "$hif" | grep -q LOWER_UP &&
+      ip netns exec "$ns" ip link show dev "$nif" | grep -q LOWER_UP && break
+    sleep 0.1
+  done
+  new_target 1
+  CMD="ip netns exec $ns $(rpmemd_cmd 1)"
+  export FAKE_SSH_CONNECTION="$net.1 50000 $net.2 22"
+  poolset "$T/t1/poolsets/remote.set" "20M $T/t1/parts/remote.part0"
+  poolset "$W/client/pool.set" "16M $W/client/local.part0" "REPLICA $net.2 remote.set"
+  client "$OBJ_REMOTE" create "$W/client/pool.set" 200 10
+}
+# cut_link SECONDS [STATE_DIR]: nothing crosses the link for that long;
+# with STATE_DIR, a pool's record must be there by the end (it ran ahead).
+cut_link() {
+  local fw="ip netns exec $ns iptables-legacy -w"
+  $fw -I OUTPUT -o "$nif" -j DROP
+  $fw -I INPUT -i "$nif" -j DROP
+  sleep "$1"
+  if [ -n "${2:-}" ]; then
+    compgen -G "$2/*.pool" > /dev/null || die "no record in $2 after ${1} s without the link"
+  fi
+  $fw -F OUTPUT
+  $fw -F INPUT
 }
 
 case $scenario in
@@ -301,40 +344,32 @@ blip)
   # (the data lanes cross the link; the stand-in ssh's pipes do not).
   # libpmemobj must not abort (it does on a failed remote persist), and
   # every committed transaction must be in the replica.
-  [ "$(id -u)" = 0 ] || { echo "SKIP: needs root for a network namespace"; exit 77; }
-  command -v iptables-legacy > /dev/null || die "iptables-legacy is missing (scripts/deps.sh)"
-  # A /24 of its own (netns.h's way: distinct for processes < 12,500 apart).
-  id=$$; ns=rpmemo$id; hif=rpmo$id; nif=rpmp$id; net=10.$((200 + id / 250 % 50)).$((id % 250))
-  ip netns add "$ns" || { echo "SKIP: network namespaces not permitted"; exit 77; }
-  trap 'ip link del "$hif" 2>/dev/null || true; ip netns del "$ns" || true; rm -rf "$W" "$T"' EXIT
-  ip link add "$hif" type veth peer name "$nif"
-  ip link set "$nif" netns "$ns"
-  ip addr add "$net.1/24" dev "$hif"
-  ip link set "$hif" up
-  ip netns exec "$ns" ip addr add "$net.2/24" dev "$nif"
-  ip netns exec "$ns" ip link set "$nif" up
-  ip netns exec "$ns" ip link set lo up
-  for _ in $(seq 50); do  # until both ends have carrier
-    ip link show dev "$hif" | grep -q LOWER_UP &&
-      ip netns exec "$ns" ip link show dev "$nif" | grep -q LOWER_UP && break
-    sleep 0.1
-  done
-  new_target 1
-  CMD="ip netns exec $ns $(rpmemd_cmd 1)"
-  export FAKE_SSH_CONNECTION="$net.1 50000 $net.2 22"
-  poolset "$T/t1/poolsets/remote.set" "20M $T/t1/parts/remote.part0"
-  poolset "$W/client/pool.set" "16M $W/client/local.part0" "REPLICA $net.2 remote.set"
-  client "$OBJ_REMOTE" create "$W/client/pool.set" 200 10
+  netns_target
   churn_start "transactions, and 2 s into them nothing crosses the link for 10 s"
   sleep 2
-  fw="ip netns exec $ns iptables-legacy -w"
-  $fw -I OUTPUT -o "$nif" -j DROP
-  $fw -I INPUT -i "$nif" -j DROP
-  sleep 10
-  $fw -F OUTPUT
-  $fw -F INPUT
+  cut_link 10
   sleep 3
   churn_end "during the outage" "connected again"
+  check_replica 1 remote.set 200 "$last" "$T/t1/parts/remote.part0"
+  ;;
+run_ahead)
+  # A partition past the bound (RPMEM_TIMEOUT=2) in the middle of
+  # transactions, with RPMEM_ON_LOSS=continue: libpmemobj must not abort,
+  # the pool runs ahead (its record in RPMEM_STATE_DIR), catches up by
+  # itself once the link is back (the record goes), and the replica is a
+  # PMDK pool with every committed object. RPMEM_PMDK_CUT_SECONDS: how long
+  # (8 by default).
+  netns_target
+  export RPMEM_ON_LOSS=continue RPMEM_TIMEOUT=2 RPMEM_STATE_DIR=$W/state
+  churn_start "transactions, and 2 s into them nothing crosses the link for ${RPMEM_PMDK_CUT_SECONDS:-8} s"
+  sleep 2
+  cut_link "${RPMEM_PMDK_CUT_SECONDS:-8}" "$W/state"
+  for _ in $(seq 300); do  # until the catch-up is over (30 s at most)
+    compgen -G "$W/state/*.pool" > /dev/null || break
+    sleep 0.1
+  done
+  compgen -G "$W/state/*.pool" > /dev/null && die "the pool did not catch up within 30 s"
+  churn_end "behind its target" "in sync again after"
   check_replica 1 remote.set 200 "$last" "$T/t1/parts/remote.part0"
   ;;
 restart)
