@@ -86,7 +86,12 @@ inline constexpr uint16_t kMajor = 1;
 // kBehind. A client of minor >= 10 reports its pool's catch-up (kPoolState,
 // no reply) and asks checksums of the pool's pages (kChecksum, answered by
 // kChecksumResp), both only to a daemon of minor >= 10.
-inline constexpr uint16_t kMinor = 10;
+// Minor 11: probes on tcp lanes. A lane request may be kProbe (no payload,
+// an empty reply): a client waiting for a reply longer than it should sends
+// one, only to a daemon whose hello says minor >= 11 (an older one refuses
+// it as malformed); the daemon answers it in its turn, behind the request
+// before it.
+inline constexpr uint16_t kMinor = 11;
 inline constexpr uint16_t kMinorKeepalive = 1;
 inline constexpr uint16_t kMinorStaged = 2;
 inline constexpr uint16_t kMinorLaneTls = 3;
@@ -97,6 +102,7 @@ inline constexpr uint16_t kMinorLevels = 7;
 inline constexpr uint16_t kMinorVerbsResume = 8;
 inline constexpr uint16_t kMinorProofs = 9;
 inline constexpr uint16_t kMinorRunAhead = 10;
+inline constexpr uint16_t kMinorProbes = 11;
 
 inline constexpr size_t kFrameHeaderSize = 8;
 inline constexpr uint32_t kMaxControlPayload = 64 * 1024;
@@ -440,6 +446,14 @@ enum class DataOp : uint8_t {
   kFlush = 3,        // payload; no reply
   kDrain = 4,        // reply once every earlier flush on this lane is durable
   kRead = 5,         // reply followed by `length` bytes
+  // No payload, offset and length 0, an empty reply (minor 11). A client
+  // that waits long for a reply sends one: the probe's bytes, and the
+  // target's reply to it, come after whatever TCP lost at the tail of
+  // either direction, so that each side's TCP sees the loss as a hole
+  // (SACK) and sends it again within a round trip, instead of waiting for
+  // its tail loss probe or retransmission timeout (200 ms at least, Linux's
+  // TCP_RTO_MIN). Not a lane operation: never counted as one.
+  kProbe = 6,
 };
 constexpr wire::LaneOp lane_op(DataOp op) noexcept {
   switch (op) {
@@ -452,6 +466,7 @@ constexpr wire::LaneOp lane_op(DataOp op) noexcept {
     case DataOp::kDrain:
       return wire::LaneOp::kDrain;
     case DataOp::kRead:
+    case DataOp::kProbe:  // not asked: a probe is no lane operation
       break;
   }
   return wire::LaneOp::kRead;

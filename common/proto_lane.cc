@@ -81,11 +81,13 @@ std::optional<DataRequest> decode_data_request(std::span<const uint8_t> b) {
   if (b.size() != kDataRequestSize) return std::nullopt;
   const auto h = decode_request_header(b.data());
   if (!h || h->op < static_cast<uint8_t>(DataOp::kPersist) ||
-      h->op > static_cast<uint8_t>(DataOp::kRead) ||
+      h->op > static_cast<uint8_t>(DataOp::kProbe) ||
       (h->flags & ~(kDataRelaxed | kDataVisible)) != 0)
     return std::nullopt;
   DataRequest m{static_cast<DataOp>(h->op), h->flags, h->offset, h->length};
   if (m.op == DataOp::kDrain && (m.offset != 0 || m.length != 0)) return std::nullopt;
+  if (m.op == DataOp::kProbe && (m.offset != 0 || m.length != 0 || m.flags != 0))
+    return std::nullopt;
   return m;
 }
 
@@ -102,7 +104,7 @@ std::optional<DataReply> decode_data_reply(std::span<const uint8_t> b) {
   DataReply m;
   m.status = static_cast<uint32_t>(load_le(b.data(), 4));
   uint8_t op = b[4];
-  if (op < static_cast<uint8_t>(DataOp::kPersist) || op > static_cast<uint8_t>(DataOp::kRead) ||
+  if (op < static_cast<uint8_t>(DataOp::kPersist) || op > static_cast<uint8_t>(DataOp::kProbe) ||
       b[5] != 0 || load_le(b.data() + 6, 2) != 0 || !wire::is_errno(m.status))
     return std::nullopt;
   m.op = static_cast<DataOp>(op);

@@ -205,6 +205,7 @@ transport::InitiatorParams lane_params(const TargetAddress &target, const proto:
   params.work_queue_size = settings.work_queue_size;
   params.comeback = transport::lanes_come_back(resp.transport, hello.minor);
   params.proofs = hello.minor >= proto::kMinorProofs;
+  params.probes = hello.minor >= proto::kMinorProbes;
   if (params.comeback && target.service)
     params.route = std::make_shared<transport::LaneRoute>(
         transport::LaneRoute::Where{resp.port, resp.secret, {}, resp.provider_data});

@@ -164,6 +164,23 @@ void render_levels(const StatusSnapshot &s, const std::map<std::string, LaneTota
   o += format("rpmemd_visible_unpersisted_seconds %.3f\n", static_cast<double>(oldest) / 1e9);
 }
 
+// The persists' and drains' service times on the daemon, of every client,
+// as a histogram.
+void render_latency(const LaneTotals &all, std::string &o) {
+  o += "# HELP rpmemd_persist_seconds Time from a persist's or drain's request to its reply, on "
+       "the daemon.\n# TYPE rpmemd_persist_seconds histogram\n";
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < kLatencyBoundsNs.size(); ++i) {
+    cumulative += all.latency[i];
+    o += format("rpmemd_persist_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
+                static_cast<double>(kLatencyBoundsNs[i]) / 1e9, cumulative);
+  }
+  cumulative += all.latency[kLatencyBuckets - 1];
+  o += format("rpmemd_persist_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cumulative);
+  o += format("rpmemd_persist_seconds_sum %.9f\n", static_cast<double>(all.served_ns) / 1e9);
+  o += format("rpmemd_persist_seconds_count %" PRIu64 "\n", cumulative);
+}
+
 // The pools open, by the medium under them ("pmem", "cxl", "disk", "ram").
 void render_media(const StatusSnapshot &s, std::string &o) {
   std::map<std::string, uint64_t> media;
@@ -239,11 +256,11 @@ std::string render_text(const StatusSnapshot &s) {
     o += format(
         "; persisted %" PRIu64 " B in %" PRIu64 " calls, flushed %" PRIu64 " B in %" PRIu64
         ", %" PRIu64 " drains, read %" PRIu64 " B in %" PRIu64 ", %" PRIu64 " failed, %" PRIu64
-        " lanes back; acknowledged persistent %" PRIu64 " B, visible %" PRIu64
+        " lanes back, %" PRIu64 " probes; acknowledged persistent %" PRIu64 " B, visible %" PRIu64
         " B, the oldest not persistent yet %s; %.1f calls/s; persist p50 %s, p99 %s;"
         " last request %s\n",
         t.persisted_bytes, t.persists, t.flushed_bytes, t.flushes, t.drains, t.read_bytes, t.reads,
-        t.failed, t.lanes_back, t.persistent_bytes(), t.visible_bytes,
+        t.failed, t.lanes_back, t.probes, t.persistent_bytes(), t.visible_bytes,
         v.unpersisted_ns ? format("%.3f s", static_cast<double>(v.unpersisted_ns) / 1e9).c_str()
                          : "none",
         v.calls_per_s, bound_text(t.quantile_ns(0.5)).c_str(),
@@ -293,9 +310,9 @@ std::string render_json(const StatusSnapshot &s) {
         format(",\"persists\":%" PRIu64 ",\"bytes_persisted\":%" PRIu64 ",\"flushes\":%" PRIu64
                ",\"bytes_flushed\":%" PRIu64 ",\"drains\":%" PRIu64 ",\"reads\":%" PRIu64
                ",\"bytes_read\":%" PRIu64 ",\"failed\":%" PRIu64 ",\"lanes_back\":%" PRIu64
-               ",\"calls_per_second\":%.1f,",
+               ",\"probes\":%" PRIu64 ",\"calls_per_second\":%.1f,",
                t.persists, t.persisted_bytes, t.flushes, t.flushed_bytes, t.drains, t.reads,
-               t.read_bytes, t.failed, t.lanes_back, v.calls_per_s) +
+               t.read_bytes, t.failed, t.lanes_back, t.probes, v.calls_per_s) +
         "\"sync\":" + json_string(sync_name(v.sync)) +
         format(",\"resync_bytes_left\":%" PRIu64 ",\"resync_bytes_done\":%" PRIu64
                ",\"resync_bytes_per_second\":%.0f,\"behind_seconds\":%.3f,",
@@ -372,6 +389,10 @@ std::string render_metrics(const StatusSnapshot &s) {
              "Lanes that connected again within their session (a broken or stalled connection), "
              "by client.",
              {{nullptr, &LaneTotals::lanes_back}});
+  per_client("rpmemd_lane_probes_total",
+             "Probes answered: requests whose reply was late at the client (a lost packet, or a "
+             "slow reply), by client.",
+             {{nullptr, &LaneTotals::probes}});
   per_client("rpmemd_bytes_persisted_total", "Bytes of persists served, by client.",
              {{nullptr, &LaneTotals::persisted_bytes}});
   per_client("rpmemd_bytes_flushed_total", "Bytes of flushes (posted writes), by client.",
@@ -382,18 +403,7 @@ std::string render_metrics(const StatusSnapshot &s) {
   render_media(s, o);
   render_catch_up(s, o);
 
-  head("rpmemd_persist_seconds", "histogram",
-       "Time from a persist's or drain's request to its reply, on the daemon.");
-  uint64_t cumulative = 0;
-  for (size_t i = 0; i < kLatencyBoundsNs.size(); ++i) {
-    cumulative += all.latency[i];
-    o += format("rpmemd_persist_seconds_bucket{le=\"%g\"} %" PRIu64 "\n",
-                static_cast<double>(kLatencyBoundsNs[i]) / 1e9, cumulative);
-  }
-  cumulative += all.latency[kLatencyBuckets - 1];
-  o += format("rpmemd_persist_seconds_bucket{le=\"+Inf\"} %" PRIu64 "\n", cumulative);
-  o += format("rpmemd_persist_seconds_sum %.9f\n", static_cast<double>(all.served_ns) / 1e9);
-  o += format("rpmemd_persist_seconds_count %" PRIu64 "\n", cumulative);
+  render_latency(all, o);
 
   head("rpmemd_cap_used", "gauge", "What a cap counts now, by its config key.");
   for (const auto &c : s.caps)

@@ -18,6 +18,7 @@ LaneTotals &LaneTotals::operator+=(const LaneTotals &o) noexcept {
   visible_bytes += o.visible_bytes;
   failed += o.failed;
   lanes_back += o.lanes_back;
+  probes += o.probes;
   served_ns += o.served_ns;
   last_ns = std::max(last_ns, o.last_ns);
   for (size_t i = 0; i < kLatencyBuckets; ++i) latency[i] += o.latency[i];
@@ -80,6 +81,7 @@ void LaneCounters::add_to(LaneTotals &t) const noexcept {
   t.read_bytes += get(read_bytes_);
   t.visible_bytes += get(visible_bytes_);
   t.failed += get(failed_);
+  t.probes += get(probes_);
   t.served_ns += get(served_ns_);
   t.last_ns = std::max(t.last_ns, last_ns_.load(std::memory_order_relaxed));
   for (size_t i = 0; i < kLatencyBuckets; ++i) t.latency[i] += get(latency_[i]);

@@ -45,6 +45,7 @@ struct LaneTotals {
   uint64_t visible_bytes = 0;  // of persisted and flushed: acknowledged visible
   uint64_t failed = 0;         // requests answered with an error status
   uint64_t lanes_back = 0;     // lanes that connected again within their session
+  uint64_t probes = 0;         // probes answered: a client's reply was late (proto::DataOp::kProbe)
   int64_t last_ns = 0;         // steady clock of the latest request; 0: none yet
   uint64_t served_ns = 0;      // sum of the persists' and drains' service times
   std::array<uint64_t, kLatencyBuckets> latency{};  // persists and drains, per bucket
@@ -80,6 +81,9 @@ class alignas(64) LaneCounters {
   // ... and its `bytes` were acknowledged at the visible level (a persist,
   // or a flush the session granted it for).
   void visible(uint64_t bytes) noexcept { bump(visible_bytes_, bytes); }
+  // A probe was answered: the client waited long for a reply (a lost
+  // packet, or a slow one). Not a request: not timed, no last request.
+  void probed() noexcept { bump(probes_, 1); }
   void add_to(LaneTotals &t) const noexcept;
 
  private:
@@ -87,7 +91,8 @@ class alignas(64) LaneCounters {
     c.store(c.load(std::memory_order_relaxed) + by, std::memory_order_relaxed);
   }
   std::atomic<uint64_t> persists_{0}, persisted_bytes_{0}, flushes_{0}, flushed_bytes_{0},
-      drains_{0}, reads_{0}, read_bytes_{0}, failed_{0}, served_ns_{0}, visible_bytes_{0};
+      drains_{0}, reads_{0}, read_bytes_{0}, failed_{0}, served_ns_{0}, visible_bytes_{0},
+      probes_{0};
   std::atomic<int64_t> last_ns_{0};
   std::array<std::atomic<uint64_t>, kLatencyBuckets> latency_{};
 };

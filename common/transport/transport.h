@@ -156,6 +156,9 @@ struct InitiatorParams {
   // The target takes claims that prove the secret with a MAC (protocol
   // minor 9, lane_proof.h); else a lane's claim shows the secret.
   bool proofs = false;
+  // tcp: the target answers probes (protocol minor 11): a lane whose reply
+  // is late sends one (tcp/reply_probe.h).
+  bool probes = false;
   proto::Bytes provider_data;
   unsigned work_queue_size = 50;  // RPMEM_WORK_QUEUE_SIZE: writes posted before one must complete
   LaneTls tls;                    // tcp: lanes inside TLS

@@ -217,18 +217,36 @@ class Blip : public ::testing::Test {
 };
 
 // A lossy link (2 % of the packets dropped each way) is slower, and
-// nothing more: no call fails, every byte lands.
-TEST_F(Blip, ALossyLinkIsSlowerAndLosesNothing) {
+// nothing more: no call fails, every byte lands. A lost request or reply
+// costs its call milliseconds (a lane whose reply is late probes, protocol
+// 1.11, and TCP sends the lost segment again within a round trip), not
+// TCP's tail loss probe or timeout (200 ms at least), which with a loss
+// every few dozen calls takes most of the run: without probes, 2.7-3.4 s of
+// 4.3 s in calls of 150 ms or more, and 300-600 calls per lane; with them,
+// 0.2-1.1 s and about 3,500 calls. What is left is a lost retransmission
+// (or its acknowledgement) while TCP's recovery allows one segment in
+// flight: the probes behind it are not sent, and TCP's timeout ends it.
+// Half the run keeps the test clear of a busy machine's timing, and still
+// fails without probes (the benchmark, scripts/bench-lossy.sh, holds the
+// goal's figures).
+TEST_F(Blip, ALossyLinkCostsMillisecondsAndLosesNothing) {
   RPMEMpool *rpp = create_over_ssh();
   ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << target_.log_text();
   ASSERT_TRUE(net_.lossy(0.02));
+  const auto start = Clock::now();
   start_streams(rpp);
   std::this_thread::sleep_for(seconds(4));
   stop_streams();
+  const auto ran = Clock::now() - start;
   ASSERT_TRUE(net_.heal());
   for (unsigned lane = 0; lane < kLanes; ++lane) {
-    EXPECT_EQ(streams_[lane]->err, 0) << "lane " << lane << ": " << streams_[lane]->msg;
-    EXPECT_GT(streams_[lane]->calls, 0u) << "lane " << lane;
+    const BlockWriter &s = *streams_[lane];
+    EXPECT_EQ(s.err, 0) << "lane " << lane << ": " << s.msg;
+    EXPECT_GT(s.calls, 0u) << "lane " << lane;
+    std::printf("lane %u: %llu calls, %.2f s of %.2f s in calls of %lld ms or more\n", lane,
+                static_cast<unsigned long long>(s.calls.load()), secs(s.stalled), secs(ran),
+                static_cast<long long>(BlockWriter::kStalled.count()));
+    EXPECT_LT(s.stalled, ran / 2) << "lane " << lane << ": lost packets left to TCP's timers";
   }
   expect_every_acknowledged_byte(rpp, "p.part0");
 }

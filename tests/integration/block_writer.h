@@ -4,7 +4,8 @@
 // persisted, or flushed and drained (every third), and every fifth read
 // back and compared with the local pool. It keeps its first failure (errno,
 // rpmem_errormsg() after the call that failed, when), how many calls
-// succeeded, and the longest call and when it ended.
+// succeeded, the longest call and when it ended, and the time spent in calls
+// of kStalled or more.
 #ifndef RPMEM_TESTS_INTEGRATION_BLOCK_WRITER_H
 #define RPMEM_TESTS_INTEGRATION_BLOCK_WRITER_H
 
@@ -25,6 +26,9 @@ class BlockWriter {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr size_t kBlock = 4096;
+  // A call this long waited for TCP's own timers (200 ms at least) or for
+  // the network.
+  static constexpr std::chrono::milliseconds kStalled{150};
 
   ~BlockWriter() { join(); }
 
@@ -49,6 +53,7 @@ class BlockWriter {
   Clock::time_point failed_at{};
   Clock::duration longest{};
   Clock::time_point longest_end{};
+  Clock::duration stalled{};  // in calls of kStalled or more
 
  private:
   void run(RPMEMpool *rpp, uint8_t *local, unsigned lane, size_t base, size_t blocks) {
@@ -87,6 +92,7 @@ class BlockWriter {
         return;
       }
       ++calls;
+      if (end - start >= kStalled) stalled += end - start;
       if (end - start > longest) {
         longest = end - start;
         longest_end = end;

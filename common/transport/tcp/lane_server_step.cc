@@ -173,10 +173,14 @@ void LaneServer::complete(Lane &lane) {
     }
     reply.status = static_cast<uint32_t>(lane.flush_error.value());
     lane.flush_error.clear();
+  } else if (req.op == DataOp::kProbe) {
+    // Answered in its turn: a client whose reply was late (proto.h), and
+    // whose reply, if TCP lost it, now has this one behind it.
+    if (lane.counters) lane.counters->probed();
   } else {  // kRead: the reply carries the bytes
     reply.length = req.length;
   }
-  if (lane.counters) {
+  if (lane.counters && req.op != DataOp::kProbe) {
     lane.counters->served(proto::lane_op(req.op), req.length, lane.started_ns, reply.status != 0);
   }
   proto::encode(reply, lane.reply);

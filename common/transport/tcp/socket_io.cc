@@ -202,6 +202,13 @@ bool link_unanswered(int fd) noexcept {
   return info.tcpi_retransmits >= 2 || info.tcpi_probes >= 2;
 }
 
+std::chrono::microseconds smoothed_rtt(int fd) noexcept {
+  tcp_info info{};
+  socklen_t len = sizeof(info);
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return {};
+  return std::chrono::microseconds(info.tcpi_rtt);
+}
+
 std::error_code set_nonblocking(int fd, bool on) noexcept {
   int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0) return last_errc();

@@ -117,6 +117,9 @@ void set_probes(int fd, bool on) noexcept;
 // none. A lossy link that still answers does not count: one lost segment is
 // retransmitted once. False when the kernel does not say.
 bool link_unanswered(int fd) noexcept;
+// The connection's smoothed round-trip time (TCP_INFO); 0 when the kernel
+// does not say.
+std::chrono::microseconds smoothed_rtt(int fd) noexcept;
 
 }  // namespace rpmem::transport::tcp
 

@@ -32,18 +32,23 @@ using Clock = std::chrono::steady_clock;
 
 TcpInitiatorLane::TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms,
                                    unsigned work_queue_size, std::unique_ptr<ByteStream> tls,
-                                   std::shared_ptr<const LaneDialer> dialer, unsigned lane)
+                                   std::shared_ptr<const LaneDialer> dialer, unsigned lane,
+                                   bool probes)
     : fd_(fd),
       tls_(std::move(tls)),
       dialer_(std::move(dialer)),
       number_(lane),
       base_(local_base),
       timeout_ms_(timeout_ms),
+      probes_(probes),
       wq_(std::clamp(work_queue_size, 2u, kMaxWorkQueue)),
       hdrs_(new uint8_t[(wq_ + 1) * proto::kDataRequestSize]),
       iov_(new iovec[2 * (wq_ + 1)]) {}
 
 TcpInitiatorLane::~TcpInitiatorLane() {
+  if (probed_ > 0)
+    RPMEM_LOG_INFO("data lane %u: %llu probes for late replies", number_,
+                   static_cast<unsigned long long>(probed_));
   if (!tls_) ::close(fd_);  // else the stream closes it
 }
 
@@ -93,6 +98,7 @@ std::error_code TcpInitiatorLane::come_back(std::error_code cause) noexcept {
       keepalive_ = false;
       queued_ = 0;
       niov_ = 0;
+      owed_ = 0;  // the old connection's probes are answered there, or never
       moved();
       RPMEM_LOG_NOTICE("data lane %u: connected again (epoch %u) after %lld ms", number_,
                        static_cast<unsigned>(epoch_),
@@ -311,7 +317,7 @@ Result<std::vector<std::unique_ptr<InitiatorLane>>> connect_lanes(const Initiato
     }
     lanes.push_back(std::make_unique<TcpInitiatorLane>(c->fd, params.local_base, timeout_ms,
                                                        params.work_queue_size, std::move(c->stream),
-                                                       shared, i));
+                                                       shared, i, params.probes));
   }
   return lanes;
 }

@@ -17,12 +17,18 @@
 // flushes posted since its last drain and the request under way, and goes
 // on. The lane fails only when no byte has moved for the bound
 // (InitiatorParams::timeout, RPMEM_TIMEOUT), its attempts included.
+//
+// A lane that probes (to a target of protocol minor 11) sends a probe
+// behind its request when the reply is late (reply_probe.h: a lost packet
+// then costs milliseconds, not TCP's 200 ms), and skips the probes'
+// replies, which come in their turn, behind the replies before them.
 #ifndef RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 #define RPMEM_COMMON_TRANSPORT_TCP_TCP_INITIATOR_H
 
 #include "common/transport/flush_ranges.h"
 #include "common/transport/spin_gauge.h"
 #include "common/transport/tcp/byte_stream.h"
+#include "common/transport/tcp/reply_probe.h"
 #include "common/transport/transport.h"
 
 #include <sys/uio.h>
@@ -80,10 +86,12 @@ class TcpInitiatorLane final : public InitiatorLane {
   // or of `tls`, the TLS stream on fd (then every byte goes through it).
   // work_queue_size: flushes posted before one has to be sent (2..256).
   // timeout_ms: the bound on a stall. With a `dialer`, the lane (number
-  // `lane`) connects again when its connection breaks or stalls.
+  // `lane`) connects again when its connection breaks or stalls. `probes`:
+  // the target answers probes (protocol minor 11).
   TcpInitiatorLane(int fd, const uint8_t *local_base, int timeout_ms, unsigned work_queue_size,
                    std::unique_ptr<ByteStream> tls = nullptr,
-                   std::shared_ptr<const LaneDialer> dialer = nullptr, unsigned lane = 0);
+                   std::shared_ptr<const LaneDialer> dialer = nullptr, unsigned lane = 0,
+                   bool probes = false);
   ~TcpInitiatorLane() override;
   TcpInitiatorLane(const TcpInitiatorLane &) = delete;
   TcpInitiatorLane &operator=(const TcpInitiatorLane &) = delete;
@@ -104,6 +112,11 @@ class TcpInitiatorLane final : public InitiatorLane {
   std::error_code post(const proto::DataRequest *req) noexcept;
   // Posts `req` behind the queued flushes and waits for its reply header.
   std::error_code exchange(const proto::DataRequest &req, proto::DataReply &reply) noexcept;
+  // The next reply header into `raw`, the replies to earlier probes
+  // skipped; it spins (and naps) first, as long as replies take.
+  std::error_code recv_reply(uint8_t (&raw)[proto::kDataReplySize]) noexcept;
+  // A probe behind the request, if probe_ says it is time (at `now`).
+  std::error_code probe(std::chrono::steady_clock::time_point now) noexcept;
   // One read: a transport error, or none with the target's `status`.
   std::error_code read_once(void *dst, uint64_t offset, uint64_t length,
                             std::error_code &status) noexcept;
@@ -120,7 +133,8 @@ class TcpInitiatorLane final : public InitiatorLane {
   std::error_code recv_exact(void *buf, size_t len) noexcept;
   // Waits until the socket is ready for `events`, in slices of
   // kStallCheck: ETIMEDOUT past the bound, ENOLINK when the connection gets
-  // no answers any more (a lane that can come back).
+  // no answers any more (a lane that can come back). Waiting for a reply
+  // (POLLIN: the request is sent whole), it probes when it is time.
   std::error_code await(short events) noexcept;
   void moved() noexcept { progress_ = std::chrono::steady_clock::now(); }
 
@@ -140,6 +154,11 @@ class TcpInitiatorLane final : public InitiatorLane {
   const uint8_t *base_;
   int timeout_ms_;
   WaitSpin spin_;        // how long to spin for a reply
+  const bool probes_;    // the target answers probes
+  ProbeSchedule probe_;  // of the reply under way
+  unsigned owed_ = 0;    // replies to probes still to come on this connection
+  uint64_t probed_ = 0;  // probes sent, in all
+  uint8_t probe_hdr_[proto::kDataRequestSize] = {};
   unsigned wq_;          // queue bound
   unsigned queued_ = 0;  // flushes posted, not yet sent
   int niov_ = 0;

@@ -37,17 +37,26 @@ constexpr std::chrono::microseconds kFrameSpin{100};
 using Clock = std::chrono::steady_clock;
 
 std::error_code TcpInitiatorLane::await(short events) noexcept {
+  const bool probing = probes_ && events == POLLIN;
+  auto check_at = Clock::now() + kStallCheck;
   for (;;) {
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(
-        progress_ + std::chrono::milliseconds(timeout_ms_) - Clock::now());
-    if (left.count() <= 0) return errc(ETIMEDOUT);
-    const auto slice = dialer_ ? std::min(left, kStallCheck) : left;
+    const auto now = Clock::now();
+    const auto bound = progress_ + std::chrono::milliseconds(timeout_ms_);
+    if (now >= bound) return errc(ETIMEDOUT);
+    auto until = dialer_ ? std::min(bound, check_at) : bound;
+    if (probing) until = std::min(until, probe_.due());
+    const auto slice = std::chrono::ceil<std::chrono::milliseconds>(until - now);
     pollfd p{tls_ ? tls_->fd() : fd_, events, 0};
-    const int rc = ::poll(&p, 1, static_cast<int>(slice.count()));
+    const int rc = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(slice.count(), 0)));
     if (rc > 0) return {};
     if (rc < 0 && errno != EINTR) return last_errc();
     if (dead_.load(std::memory_order_relaxed)) return errc(ECONNRESET);
-    if (!dialer_ || rc < 0) continue;
+    if (rc < 0) continue;
+    const auto later = Clock::now();
+    if (probing && later >= probe_.due())
+      if (auto ec = probe(later)) return ec;
+    if (!dialer_ || later < check_at) continue;
+    check_at = later + kStallCheck;
     // A wait this long: keepalive probes tell whether the target's host
     // still answers while we wait for its reply (every second, from a
     // second after the last packet).
@@ -57,6 +66,33 @@ std::error_code TcpInitiatorLane::await(short events) noexcept {
     }
     if (link_unanswered(fd_)) return errc(ENOLINK);
   }
+}
+
+std::error_code TcpInitiatorLane::probe(Clock::time_point now) noexcept {
+  if (!probe_.fire(now, smoothed_rtt(fd_))) return {};
+  proto::encode(proto::DataRequest{DataOp::kProbe, 0, 0, 0}, probe_hdr_);
+  iovec whole{probe_hdr_, sizeof(probe_hdr_)};
+  iovec *iov = &whole;
+  int n = 1;
+  for (;;) {
+    if (auto ec = tls_ ? tls_->send_nowait(iov, n) : transport::tcp::send_nowait(fd_, iov, n))
+      return ec;
+    if (n == 0) break;
+    // A socket that takes nothing is full of the request, which TCP is
+    // still sending: no probe now. A stream that began a frame or record
+    // of it must end it before anything else goes. Neither moves progress_:
+    // a probe is no answer from the target.
+    if (!tls_ && whole.iov_len == sizeof(probe_hdr_)) return {};
+    if (auto ec = wait_for(tls_ ? tls_->fd() : fd_, POLLOUT, timeout_ms_,
+                           progress_ + std::chrono::milliseconds(timeout_ms_)))
+      return ec;
+  }
+  ++owed_;
+  ++probed_;
+  RPMEM_LOG_DEBUG("data lane %u: no reply after %.1f ms; probe %u", number_,
+                  std::chrono::duration<double, std::milli>(probe_.waited(now)).count(),
+                  probe_.sent());
+  return {};
 }
 
 std::error_code TcpInitiatorLane::send_iov(iovec *iov, int n) noexcept {
@@ -155,28 +191,10 @@ std::error_code TcpInitiatorLane::post(const proto::DataRequest *req) noexcept {
 std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req,
                                            proto::DataReply &reply) noexcept {
   if (auto ec = post(&req)) return ec;
-
-  uint8_t raw[proto::kDataReplySize];
-  // The reply usually comes within about the time the last ones took: spin
-  // that long first (a round trip over loopback, a durable write when the
-  // pool is on a disk), then sleep. When the replies take as long as a
-  // device, the first half of that time is a nap (WaitSpin::nap), for one
-  // lane per two CPUs at a time (NapSlots). The spin yields the CPU at every
-  // turn, and there is none while spins keep missing the reply.
   const auto start = std::chrono::steady_clock::now();
-  size_t have = 0;
-  NapSlots::Hold napping;
-  auto nap = spin_.nap();
-  if (nap.count() > 0 && !napping.take()) nap = {};
-  if (const auto budget = spin_.budget(nap); budget.count() > 0) {
-    if (nap.count() > 0) spin_.napped(!nap_until_readable(fd_, nap));
-    have = tls_ ? stream_recv_spinning(*tls_, raw, sizeof(raw), budget)
-                : recv_spinning(fd_, raw, sizeof(raw), budget);
-    spin_.spun(have > 0);
-    if (have > 0) moved();
-  }
-  if (have < sizeof(raw))
-    if (auto ec = recv_exact(raw + have, sizeof(raw) - have)) return ec;
+  if (probes_) probe_.start(start);
+  uint8_t raw[proto::kDataReplySize];
+  if (auto ec = recv_reply(raw)) return ec;
   spin_.took(std::chrono::steady_clock::now() - start);
   auto decoded = proto::decode_data_reply(raw);
   if (!decoded || decoded->op != req.op ||
@@ -187,6 +205,39 @@ std::error_code TcpInitiatorLane::exchange(const proto::DataRequest &req,
   }
   reply = *decoded;
   return {};
+}
+
+std::error_code TcpInitiatorLane::recv_reply(uint8_t (&raw)[proto::kDataReplySize]) noexcept {
+  // The reply usually comes within about the time the last ones took: spin
+  // that long first (a round trip over loopback, a durable write when the
+  // pool is on a disk), then sleep. When the replies take as long as a
+  // device, the first half of that time is a nap (WaitSpin::nap), for one
+  // lane per two CPUs at a time (NapSlots). The spin yields the CPU at every
+  // turn, and there is none while spins keep missing the reply.
+  size_t have = 0;
+  {
+    NapSlots::Hold napping;
+    auto nap = spin_.nap();
+    if (nap.count() > 0 && !napping.take()) nap = {};
+    if (const auto budget = spin_.budget(nap); budget.count() > 0) {
+      if (nap.count() > 0) spin_.napped(!nap_until_readable(fd_, nap));
+      have = tls_ ? stream_recv_spinning(*tls_, raw, sizeof(raw), budget)
+                  : recv_spinning(fd_, raw, sizeof(raw), budget);
+      spin_.spun(have > 0);
+      if (have > 0) moved();
+    }
+  }
+  for (;;) {
+    if (have < sizeof(raw))
+      if (auto ec = recv_exact(raw + have, sizeof(raw) - have)) return ec;
+    // Replies to the probes of earlier waits come first, in their turn.
+    if (owed_ == 0) return {};
+    const auto answer = proto::decode_data_reply(raw);
+    if (!answer || answer->op != DataOp::kProbe || answer->status != 0 || answer->length != 0)
+      return {};  // the caller's to judge
+    --owed_;
+    have = 0;
+  }
 }
 
 std::error_code TcpInitiatorLane::write(DataOp op, uint64_t offset, uint64_t length,

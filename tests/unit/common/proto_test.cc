@@ -164,7 +164,7 @@ TEST(ProtoHello, EncodesGoldenBytes) {
 
 TEST(ProtoHello, DefaultsCarryProtocolVersion) {
   const Bytes golden = {0x01, 0x00, 0x00, 0x00, 0x0c, 0x00, 0x00, 0x00, 0x01, 0x00,
-                        0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
+                        0x0b, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00};
   Hello m;
   m.transports = transport_bit(TransportKind::kTcp);
   EXPECT_EQ(encode(m), golden);
@@ -994,7 +994,7 @@ TEST(ProtoDataRequest, RejectsTruncatedAndTrailingBytes) {
 }
 
 TEST(ProtoDataRequest, RejectsBadOp) {
-  for (uint8_t op : std::initializer_list<uint8_t>{0, 6, 0x80, 0xff}) {
+  for (uint8_t op : std::initializer_list<uint8_t>{0, 7, 0x80, 0xff}) {
     Bytes b = request_bytes({DataOp::kPersist, 0, 4096, 8});
     b[0] = op;
     EXPECT_FALSE(decode_data_request(b)) << int{op};
@@ -1034,6 +1034,25 @@ TEST(ProtoDataRequest, RejectsDrainWithOffsetOrLength) {
   EXPECT_FALSE(decode_data_request(request_bytes({DataOp::kDrain, 0, 1ull << 63, 0})));
 }
 
+Bytes reply_bytes(DataReply m);
+
+// Minor 11: a probe, op 6, carries nothing: no range, no flags.
+TEST(ProtoDataRequest, TakesAProbeWithoutRangeOrFlags) {
+  const Bytes probe = request_bytes({DataOp::kProbe, 0, 0, 0});
+  EXPECT_EQ(probe[0], 6);
+  auto d = decode_data_request(probe);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->op, DataOp::kProbe);
+  EXPECT_FALSE(carries_payload(DataOp::kProbe));
+  EXPECT_FALSE(decode_data_request(request_bytes({DataOp::kProbe, 0, 8, 0})));
+  EXPECT_FALSE(decode_data_request(request_bytes({DataOp::kProbe, 0, 0, 8})));
+  EXPECT_FALSE(decode_data_request(request_bytes({DataOp::kProbe, kDataRelaxed, 0, 0})));
+  EXPECT_FALSE(decode_data_request(request_bytes({DataOp::kProbe, kDataVisible, 0, 0})));
+  auto r = decode_data_reply(reply_bytes({0, DataOp::kProbe, 0}));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->op, DataOp::kProbe);
+}
+
 TEST(ProtoDataRequest, CarriesPayloadOnlyForWrites) {
   EXPECT_TRUE(carries_payload(DataOp::kPersist));
   EXPECT_TRUE(carries_payload(DataOp::kDeepPersist));
@@ -1071,7 +1090,7 @@ TEST(ProtoDataReply, RejectsTruncatedAndTrailingBytes) {
 }
 
 TEST(ProtoDataReply, RejectsBadOp) {
-  for (uint8_t op : std::initializer_list<uint8_t>{0, 6, 0xff}) {
+  for (uint8_t op : std::initializer_list<uint8_t>{0, 7, 0xff}) {
     Bytes b = reply_bytes({0, DataOp::kPersist, 0});
     b[4] = op;
     EXPECT_FALSE(decode_data_reply(b)) << int{op};

@@ -1,19 +1,24 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // Tests of the tcp client lane above its stream: how it waits for the
-// rest of a read reply that comes frame by frame over an encrypted lane.
+// rest of a read reply that comes frame by frame over an encrypted lane;
+// and, over a socket pair whose other end the test answers as a target
+// would, its probes when a reply is late (reply_probe.h).
 #include "common/transport/tcp/tcp_initiator.h"
 
 #include "common/proto.h"
 
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -122,6 +127,160 @@ TEST(TcpInitiatorLane, ASpinForFramesLastsTheLanesTimeoutAtMost) {
   ASSERT_FALSE(lane.read(got.data(), 0, got.size()));
   EXPECT_EQ(got, want);
   EXPECT_GT(s.waits(), 0u) << "the client spun for a slow reply past the lane's timeout";
+}
+
+// The target's end of a socket pair under a lane: what it receives, and
+// replies when the test says.
+class LaneEnd {
+ public:
+  LaneEnd() {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0) {
+      client_ = fds[0];
+      fd_ = fds[1];
+    }
+  }
+  ~LaneEnd() { ::close(fd_); }
+  LaneEnd(const LaneEnd &) = delete;
+  LaneEnd &operator=(const LaneEnd &) = delete;
+
+  int client_fd() const { return client_; }  // the lane owns it
+  // The next request header, within `ms`; nullopt when none came.
+  std::optional<proto::DataRequest> request(int ms) {
+    uint8_t hdr[proto::kDataRequestSize];
+    if (!take(hdr, sizeof(hdr), ms)) return std::nullopt;
+    auto req = proto::decode_data_request(hdr);
+    if (req && proto::carries_payload(req->op)) {
+      Bytes payload(req->length);
+      if (!take(payload.data(), payload.size(), ms)) return std::nullopt;
+    }
+    return req;
+  }
+  void reply(DataOp op) {
+    uint8_t r[proto::kDataReplySize];
+    proto::encode(proto::DataReply{0, op, 0}, r);
+    EXPECT_EQ(::send(fd_, r, sizeof(r), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(r)));
+  }
+
+ private:
+  bool take(uint8_t *p, size_t n, int ms) {
+    while (n > 0) {
+      pollfd pf{fd_, POLLIN, 0};
+      if (::poll(&pf, 1, ms) != 1) return false;
+      const ssize_t r = ::recv(fd_, p, n, 0);
+      if (r <= 0) return false;
+      p += r;
+      n -= static_cast<size_t>(r);
+    }
+    return true;
+  }
+  int client_ = -1, fd_ = -1;
+};
+
+using Clock = std::chrono::steady_clock;
+
+// A reply that is late (lost, as far as the client can tell) gets a probe
+// behind the request after kProbeFloor (a socket pair has no round trip to
+// wait for), and once more twice as far into the wait; their replies, which
+// come behind the request's, are skipped, in this wait and in the next.
+TEST(TcpInitiatorLane, ALateReplyIsProbedAndTheProbesRepliesAreSkipped) {
+  LaneEnd target;
+  Bytes pool(8192, 7);
+  TcpInitiatorLane lane(target.client_fd(), pool.data(), 5000, 2, nullptr, nullptr, 0, true);
+  std::thread serve([&] {
+    const auto req = target.request(2000);
+    ASSERT_TRUE(req && req->op == DataOp::kPersist);
+    for (int i = 0; i < 2; ++i) {
+      const auto probe = target.request(2000);
+      ASSERT_TRUE(probe) << "no probe " << i;
+      EXPECT_EQ(probe->op, DataOp::kProbe);
+    }
+    target.reply(DataOp::kPersist);  // the reply, then one probe's
+    target.reply(DataOp::kProbe);
+    // The other probes' replies (a busy machine may have let the client
+    // send a third) come before the next request's.
+    unsigned owed = 1;
+    auto next = target.request(2000);
+    for (; next && next->op == DataOp::kProbe; next = target.request(2000)) ++owed;
+    ASSERT_TRUE(next && next->op == DataOp::kDrain);
+    for (unsigned i = 0; i < owed; ++i) target.reply(DataOp::kProbe);
+    target.reply(DataOp::kDrain);
+  });
+  const auto t0 = Clock::now();
+  EXPECT_EQ(lane.write(DataOp::kPersist, 4096, 64, 0), std::error_code{});
+  // Answered only after the second probe, due twice the floor into the wait.
+  EXPECT_GE(Clock::now() - t0, 2 * kProbeFloor) << "probed too early";
+  EXPECT_EQ(lane.drain(0), std::error_code{});
+  serve.join();
+}
+
+// Without the target's word (a daemon before protocol 1.11), a late reply
+// is waited for, and nothing goes behind the request.
+TEST(TcpInitiatorLane, ALaneThatMayNotProbeSendsNothingWhileItWaits) {
+  LaneEnd target;
+  Bytes pool(8192, 7);
+  TcpInitiatorLane lane(target.client_fd(), pool.data(), 5000, 2);
+  std::thread serve([&] {
+    ASSERT_TRUE(target.request(2000));
+    EXPECT_FALSE(target.request(30 * static_cast<int>(kProbeFloor.count())))
+        << "a probe went to a target that does not answer them";
+    target.reply(DataOp::kPersist);
+  });
+  EXPECT_EQ(lane.write(DataOp::kPersist, 4096, 64, 0), std::error_code{});
+  serve.join();
+}
+
+// A reply to a probe the client did not send is a malformed reply.
+TEST(TcpInitiatorLane, AProbesReplyNobodyAskedForIsMalformed) {
+  LaneEnd target;
+  Bytes pool(8192, 7);
+  TcpInitiatorLane lane(target.client_fd(), pool.data(), 5000, 2, nullptr, nullptr, 0, true);
+  std::thread serve([&] {
+    ASSERT_TRUE(target.request(2000));
+    target.reply(DataOp::kProbe);
+  });
+  EXPECT_EQ(lane.write(DataOp::kPersist, 4096, 64, 0), errc(EPROTO));
+  serve.join();
+}
+
+// The rule itself (ProbeSchedule).
+TEST(ProbeSchedule, TheFirstProbeComesAfterTheFloorAndTwoSmoothedRoundTrips) {
+  const auto t0 = Clock::now();
+  using std::chrono::microseconds;
+  using std::chrono::milliseconds;
+  ProbeSchedule s;
+  s.start(t0);
+  EXPECT_EQ(s.due(), t0 + kProbeFloor);
+  EXPECT_FALSE(s.fire(t0 + milliseconds(1), microseconds(0))) << "before its time";
+  EXPECT_FALSE(s.fire(t0 + kProbeFloor, milliseconds(10))) << "within two round trips of 10 ms";
+  EXPECT_EQ(s.due(), t0 + milliseconds(20));
+  EXPECT_TRUE(s.fire(t0 + milliseconds(20), milliseconds(10)));
+  EXPECT_EQ(s.sent(), 1u);
+  // The next wait's first probe is due where the last round trip said.
+  const auto t1 = t0 + std::chrono::seconds(1);
+  s.start(t1);
+  EXPECT_EQ(s.due(), t1 + milliseconds(20));
+  EXPECT_EQ(s.sent(), 0u);
+  // A shorter round trip since: probed at once, and the floor from then on.
+  EXPECT_TRUE(s.fire(t1 + milliseconds(20), microseconds(50)));
+  s.start(t1);
+  EXPECT_EQ(s.due(), t1 + kProbeFloor);
+  EXPECT_TRUE(s.fire(t1 + kProbeFloor, microseconds(50)));
+}
+
+TEST(ProbeSchedule, EachNextProbeComesTwiceAsFarIntoTheWaitUntilItIsLong) {
+  const auto t0 = Clock::now();
+  ProbeSchedule s;
+  s.start(t0);
+  std::vector<long> at;  // ms into the wait
+  for (int i = 0; i < 20 && s.due() != Clock::time_point::max(); ++i) {
+    const auto now = s.due();
+    ASSERT_TRUE(s.fire(now, std::chrono::microseconds(100)));
+    at.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(now - t0).count());
+  }
+  EXPECT_EQ(at, (std::vector<long>{5, 10, 20, 40, 80, 160, 320, 640}));
+  EXPECT_EQ(s.sent(), 8u);
+  EXPECT_FALSE(s.fire(t0 + std::chrono::seconds(5), std::chrono::microseconds(100)));
 }
 
 }  // namespace

@@ -108,6 +108,7 @@ class TcpTargetTest : public ::testing::Test {
     p.max_lanes = max_lanes;
     p.hello_timeout = hello_timeout;
     p.nthreads = nthreads;
+    p.counters = counters_;
     p.on_fatal = [this](const std::string &why) {
       std::lock_guard lock(fatal_mu_);
       fatal_.push_back(why);
@@ -207,6 +208,7 @@ class TcpTargetTest : public ::testing::Test {
   std::vector<std::string> fatal_;
   std::vector<uint8_t> local_ = std::vector<uint8_t>(kPoolSize);
   std::unique_ptr<MemPool> pool_;
+  std::shared_ptr<TargetCounters> counters_ = std::make_shared<TargetCounters>(4);
   std::unique_ptr<Target> target_;
   Lanes lanes_;
   std::vector<int> raw_fds_;
@@ -684,6 +686,38 @@ TEST_F(TcpTargetTest, GarbageRequestAfterValidHelloIsFatal) {
   ASSERT_FALSE(tcp::send_all(fd, garbage, sizeof(garbage), kIoMs));
   ASSERT_TRUE(wait_fatal());
   EXPECT_EQ(fatal_count(), 1u);
+  EXPECT_TRUE(closed_by_target(fd));
+}
+
+// A probe (protocol 1.11) behind a persist is answered in its turn, after
+// the persist's reply, and counted as a probe, not as a request; a probe
+// with a range is malformed.
+TEST_F(TcpTargetTest, AProbeIsAnsweredInItsTurnAndCountedApart) {
+  start();
+  int fd = raw_connect();
+  ASSERT_TRUE(raw_hello(fd, 0, 1, secret_));
+  uint8_t persist[proto::kDataRequestSize], probe[proto::kDataRequestSize], payload[64];
+  proto::encode(proto::DataRequest{DataOp::kPersist, 0, 4096, sizeof(payload)}, persist);
+  std::memset(payload, 0x5a, sizeof(payload));
+  proto::encode(proto::DataRequest{DataOp::kProbe, 0, 0, 0}, probe);
+  iovec iov[3] = {{persist, sizeof(persist)}, {payload, sizeof(payload)}, {probe, sizeof(probe)}};
+  ASSERT_FALSE(tcp::send_all(fd, iov, 3, kIoMs));
+  auto first = raw_reply(fd), second = raw_reply(fd);
+  ASSERT_TRUE(first && second);
+  EXPECT_EQ(first->op, DataOp::kPersist);
+  EXPECT_EQ(first->status, 0u);
+  EXPECT_EQ(second->op, DataOp::kProbe);
+  EXPECT_EQ(second->status, 0u);
+  EXPECT_EQ(second->length, 0u);
+  EXPECT_EQ(pool_->base()[4096 + 63], 0x5a);
+  const LaneTotals t = counters_->sum();
+  EXPECT_EQ(t.probes, 1u);
+  EXPECT_EQ(t.persists, 1u);
+  EXPECT_EQ(t.calls(), 1u) << "a probe counted as a request";
+  EXPECT_EQ(t.timed(), 1u);
+  EXPECT_EQ(fatal_count(), 0u);
+  ASSERT_FALSE(raw_request(fd, {DataOp::kProbe, 0, 4096, 8}));
+  ASSERT_TRUE(wait_fatal());
   EXPECT_TRUE(closed_by_target(fd));
 }
 

@@ -103,7 +103,9 @@ StatusSnapshot sample_snapshot(const std::string &cn) {
   counters->lane(0)->served(LaneOp::kRead, 512, LaneCounters::now_ns(), false);
   counters->lane(0)->served(LaneOp::kFlush, 1000, 0, false);  // 1000 B acknowledged visible
   counters->lane(0)->visible(1000);
-  counters->lane_returned();  // its lane connected again once
+  counters->lane_returned();    // its lane connected again once
+  counters->lane(0)->probed();  // and probed for a late reply twice
+  counters->lane(0)->probed();
   s.sessions.push_back(st.view());
   s.sessions.back().totals.last_ns = 9'000'000'000;
   s.caps = {{"max-handshakes", 2, 128}, {"max-sessions", 1, 512}};
@@ -130,7 +132,7 @@ TEST(StatusRender, TextHasALinePerSessionTheCapsAndTheRefusals) {
                    "1.500 s;"),
             std::string::npos)
       << t;
-  EXPECT_NE(t.find("read 512 B in 1, 0 failed, 1 lanes back;"), std::string::npos) << t;
+  EXPECT_NE(t.find("read 512 B in 1, 0 failed, 1 lanes back, 2 probes;"), std::string::npos) << t;
   EXPECT_NE(t.find("last request 1.0 s ago"), std::string::npos) << t;
   EXPECT_NE(t.find("max-handshakes               2 / 128"), std::string::npos) << t;
   EXPECT_NE(t.find("       2  has no pool set directory"), std::string::npos) << t;
@@ -142,6 +144,7 @@ TEST(StatusRender, JsonEscapesWhatANameMayHold) {
   EXPECT_NE(j.find("\"pool_set\":\"p\\\"q.set\""), std::string::npos) << j;
   EXPECT_NE(j.find("\"persists\":1,\"bytes_persisted\":4096"), std::string::npos) << j;
   EXPECT_NE(j.find("\"bytes_read\":512"), std::string::npos) << j;
+  EXPECT_NE(j.find("\"lanes_back\":1,\"probes\":2,"), std::string::npos) << j;
   EXPECT_NE(j.find("\"durability\":\"visible\",\"bytes_acknowledged_persistent\":4096,"
                    "\"bytes_acknowledged_visible\":1000,"
                    "\"unpersisted_seconds\":1.500"),
@@ -179,6 +182,8 @@ TEST(StatusRender, MetricsFollowTheTextFormatAndSumEndedAndLiveSessions) {
   EXPECT_EQ(v["rpmemd_requests_total{client=\"bob\",op=\"persist\"}"], 5) << m;
   EXPECT_EQ(v["rpmemd_lanes_back_total{client=\"al\\\"ice\\n\\\\\"}"], 1) << m;
   EXPECT_EQ(v["rpmemd_lanes_back_total{client=\"bob\"}"], 0) << m;
+  EXPECT_EQ(v["rpmemd_lane_probes_total{client=\"al\\\"ice\\n\\\\\"}"], 2) << m;
+  EXPECT_EQ(v["rpmemd_lane_probes_total{client=\"bob\"}"], 0) << m;
   // The live session's 4096 B persisted and 1000 B flushed visible; bob's 500.
   EXPECT_EQ(v["rpmemd_bytes_acknowledged_total{client=\"al\\\"ice\\n\\\\\",level=\"persistent\"}"],
             4096)
