@@ -82,14 +82,16 @@ for round in $(seq "${RPMEM_LOSSY_ROUNDS:-3}"); do
     for b in "$@"; do
       printf 'poolset-dir = %s/poolsets\nlog-file = %s/rpmemd.log\nlog-level = notice\n' $work $work >$work/rpmemd.conf
       export RPMEM_CMD="ip netns exec $ns $b/rpmemd -c $work/rpmemd.conf"
-      rm -f $work/bench.part0 $work/rpmemd.log
-      out=$("$b/tools/rpmem-bench" -t $tip -P bench.set -S 64M -o persist \
+      rm -f $work/bench.part0 $work/rpmemd.log $work/client.log
+      # The client's log at info: each lane's probes at its close.
+      out=$(RPMEM_LOG_LEVEL=4 RPMEM_LOG_FILE=$work/client.log "$b/tools/rpmem-bench" -t $tip -P bench.set -S 64M -o persist \
         -b "${RPMEM_LOSSY_SIZE:-4K}" -l "${RPMEM_LOSSY_LANES:-4}" \
         -d "${RPMEM_LOSSY_SECONDS:-10}" -w 1 --no-raw -f csv --no-progress 2>$work/bench.err) || {
         echo "round $round link $l build $b: rpmem-bench failed"; cat $work/bench.err; failed=1; continue; }
       echo "$out" | awk -F, -v r="$round" -v l="$l" -v b="$b" \
         'NR > 1 && $1 == "persist" {printf "round %s link %-5s build %s: %d lanes, %s B: %.0f persists/s, p50 %.0f us, p99 %.0f us, p99.9 %.0f us\n", r, l, b, $3, $2, $7, $4, $5, $6}'
-      echo "  lanes back (rpmemd's log): $(grep -c 'came back' $work/rpmemd.log || true)"
+      echo "  lanes back (rpmemd's log): $(grep -c 'came back' $work/rpmemd.log || true);" \
+        "probes sent (the client's log): $(awk '/probes for late replies/ {n += $(NF-4)} END {print n + 0}' $work/client.log)"
     done
   done
 done
