@@ -174,6 +174,7 @@ class Pool {
   };
   template <class Send>
   bool copy_runs(uint64_t &bytes, CopyFailure &failed, Send &&send) noexcept;
+  unsigned quiet_lane(unsigned last) const noexcept;
   bool verify_sent(uint64_t &mismatched, uint64_t &checked) noexcept;
   // A report of the pool to rpmemd (a daemon that takes them; a keepalive
   // to one that does not), at most every kReportInterval unless `now`.
@@ -211,6 +212,9 @@ class Pool {
     // whose unacknowledged ranges it marked.
     std::atomic<uint64_t> losses{0};
     std::unique_ptr<uint64_t[]> lane_marked;
+    // Per lane, while catching up: when the application last called on it
+    // (steady clock): the catch-up sends on the lane it left the longest.
+    std::unique_ptr<std::atomic<int64_t>[]> lane_used;
     std::atomic<bool> armed{false};        // there is something to send
     std::atomic<bool> attached{true};      // the lanes and channel are a live session's
     std::atomic<bool> old_channel{false};  // the lost session's channel is still open

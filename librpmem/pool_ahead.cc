@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 
 namespace rpmem {
@@ -53,6 +54,7 @@ std::error_code Pool::start_ahead(const PoolArgs &args, const Handshake &hs,
   a->attr = attr;
   a->reports = hs.hello.minor >= proto::kMinorRunAhead;
   a->lane_marked = std::make_unique<uint64_t[]>(lanes_.size());
+  a->lane_used = std::make_unique<std::atomic<int64_t>[]>(lanes_.size());
   // The map a record kept, when it holds every page written while behind;
   // else every page is sent again.
   const bool keep = found && !fresh && map_trusted(*found);
@@ -128,6 +130,9 @@ void Pool::on_lost(bool behind) noexcept {
 void Pool::mark_unacknowledged(unsigned lane) noexcept {
   Ahead &a = *ahead_;
   const uint64_t loss = a.losses.load();
+  // Once a loss's marks are in, a call behind takes no lane lock (a call
+  // or a reattach may hold it).
+  if (std::atomic_ref(a.lane_marked[lane]).load() == loss) return;
   lanes_.with(lane, [&](transport::InitiatorLane &l) {
     if (a.lane_marked[lane] == loss) return;
     try {
@@ -135,7 +140,7 @@ void Pool::mark_unacknowledged(unsigned lane) noexcept {
     } catch (...) {
       a.oos->mark_all();  // out of memory: every page is sent again
     }
-    a.lane_marked[lane] = loss;
+    std::atomic_ref(a.lane_marked[lane]).store(loss);
   });
 }
 

@@ -29,7 +29,9 @@ namespace {
 
 constexpr uint64_t kPage = OosMap::kPage;
 static_assert(kPage == proto::kChecksumPage);
-constexpr uint64_t kCopyPages = 256;  // 1 MiB a run
+// 256 KiB a run: a call of the application that finds its lane sending one
+// waits for no more than that.
+constexpr uint64_t kCopyPages = 64;
 // Rounds of copy and proof before the pool is in sync whatever differs
 // still (pages the application stores into without persisting yet: its
 // persists send them).
@@ -128,7 +130,7 @@ bool Pool::copy_runs(uint64_t &bytes, CopyFailure &failed, Send &&send) noexcept
   Ahead &a = *ahead_;
   const unsigned flags = lane_flags(RPMEM_PERSIST_PERSISTENT);  // whatever the pool's level
   uint64_t from = 0, first = 0, count = 0;
-  unsigned lane = 0;
+  unsigned lane = quiet_lane(static_cast<unsigned>(lanes_.size()) - 1);
   while (a.oos->next(from, kCopyPages, first, count)) {
     if (stop_requested()) return false;  // close(): the run is still marked
     a.touched->clear(first, count);
@@ -146,10 +148,24 @@ bool Pool::copy_runs(uint64_t &bytes, CopyFailure &failed, Send &&send) noexcept
     a.sent->mark_pages(first, count);
     bytes += len;
     from = first + count;
-    lane = (lane + 1) % static_cast<unsigned>(lanes_.size());
+    lane = quiet_lane(lane);
     report(proto::PoolSync::kResyncing, a.oos->count() * kPage, bytes, false);
   }
   return true;
+}
+
+// The lane after `last` that the application has left the longest: the
+// catch-up's runs keep off the lanes it is busy on.
+unsigned Pool::quiet_lane(unsigned last) const noexcept {
+  const unsigned n = static_cast<unsigned>(lanes_.size());
+  unsigned best = (last + 1) % n;
+  for (unsigned k = 2; k <= n; ++k) {
+    const unsigned i = (last + k) % n;
+    if (ahead_->lane_used[i].load(std::memory_order_relaxed) <
+        ahead_->lane_used[best].load(std::memory_order_relaxed))
+      best = i;
+  }
+  return best;
 }
 
 // The target's checksums of the pages sent, at most kMaxChecksumPages (in

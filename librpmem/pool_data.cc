@@ -91,8 +91,11 @@ void Pool::mark_local(unsigned lane, uint64_t offset, uint64_t length) noexcept 
 
 template <class F>
 std::error_code Pool::on_lane(unsigned lane, uint64_t offset, uint64_t length, F &&f) {
-  if (ahead_ && length > 0 && life_.state() == PoolState::kCatchingUp)
-    ahead_->touched->mark(offset, length);
+  if (ahead_ && life_.state() == PoolState::kCatchingUp) {
+    if (length > 0) ahead_->touched->mark(offset, length);
+    ahead_->lane_used[lane].store(std::chrono::steady_clock::now().time_since_epoch().count(),
+                                  std::memory_order_relaxed);
+  }
   return lanes_.with(lane, std::forward<F>(f));
 }
 
@@ -173,7 +176,7 @@ int Pool::drain(unsigned lane, unsigned flags) noexcept {
   if (local) return 0;
   const unsigned lf = lane_flags(flags);
   const std::error_code ec =
-      lanes_.with(lane, [&](transport::InitiatorLane &l) { return l.drain(lf); });
+      on_lane(lane, 0, 0, [&](transport::InitiatorLane &l) { return l.drain(lf); });
   return lane_result(ec, PoolCall::kDrain, "drain", lane);
 }
 

@@ -40,7 +40,8 @@ constexpr MediumTraits kPageCache{
     .nic_writes = false,
     .waits_for_device = true,
     .apm_sound = false,
-    .visible_cheaper = true};
+    .visible_cheaper = true,
+};
 
 class PageCachePersister final : public Persister {
  public:

@@ -8,14 +8,16 @@
 namespace rpmemd {
 namespace {
 
-constexpr MediumTraits kRam{.name = "ram",
-                            .noun = "a file in RAM",
-                            .description = "a file in RAM (tmpfs): durable as RAM is",
-                            .flush = "pmem_msync",
-                            .nic_writes = true,
-                            .waits_for_device = false,
-                            .apm_sound = false,
-                            .visible_cheaper = false};
+constexpr MediumTraits kRam{
+    .name = "ram",
+    .noun = "a file in RAM",
+    .description = "a file in RAM (tmpfs): durable as RAM is",
+    .flush = "pmem_msync",
+    .nic_writes = true,
+    .waits_for_device = false,
+    .apm_sound = false,
+    .visible_cheaper = false,
+};
 
 class RamPersister final : public Persister {
  public:

@@ -97,6 +97,18 @@ std::error_code load_set(const std::string &path, PoolSet &out) {
   return resolve_device_dax(out);
 }
 
+// The set-up pool to `out` when `ec` is clear; else it is discarded (the
+// parts it created are removed) and `ec` returned.
+std::error_code hand_over(std::unique_ptr<PoolMapping> pool, std::error_code ec,
+                          std::unique_ptr<MappedPool> &out) {
+  if (ec) {
+    pool->discard();
+    return ec;
+  }
+  out = std::move(pool);
+  return {};
+}
+
 }  // namespace
 
 PoolStore::PoolStore(std::string dir) : dir_(std::move(dir)) {}
@@ -173,12 +185,7 @@ std::error_code PoolStore::create(std::string_view name, const rpmem::PoolAttr *
     if (!ec && !no_attr && (attr->compat_features & kFeatCheckBadBlocks))
       ec = pool->check_bad_blocks();
     if (!ec && !no_attr) ec = pool->init_headers(*attr);
-    if (ec) {
-      pool->discard();
-      return ec;
-    }
-    out = std::move(pool);
-    return {};
+    return hand_over(std::move(pool), ec, out);
   } catch (const std::bad_alloc &) {
     return errc(ENOMEM);
   }
@@ -198,12 +205,7 @@ std::error_code PoolStore::open(std::string_view name, std::unique_ptr<MappedPoo
     if (!ec) ec = pool->map();
     if (!ec) ec = pool->check_headers(attr_out);
     if (!ec && (attr_out.compat_features & kFeatCheckBadBlocks)) ec = pool->check_bad_blocks();
-    if (ec) {
-      pool->discard();
-      return ec;
-    }
-    out = std::move(pool);
-    return {};
+    return hand_over(std::move(pool), ec, out);
   } catch (const std::bad_alloc &) {
     return errc(ENOMEM);
   }

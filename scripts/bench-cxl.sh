@@ -12,15 +12,11 @@
 #   scripts/bench-cxl.sh [BUILD_DIR] [rpmem-bench options]   default: build-dev
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$top/build-dev}" && pwd -P)
+. "$top/scripts/vm-lib.sh"
+vm_start bench-cxl "${1:-$top/build-dev}"
 shift || true
 opts=${*:--b 64,4K,1M -l 1 -d 1 -r 3 -o persist}
-. "$top/scripts/vm-lib.sh"
-vm_ready bench-cxl || exit 0
-vm_verbs_build bench-cxl "$build"
 
-tmp=$(mktemp -d /tmp/rpmem-bench-cxl.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
 cat >"$tmp/guest.sh" <<GUEST
 set -u
 export RPMEM_SSH=$top/tools/local-ssh RPMEM_BENCH_POOL=160M

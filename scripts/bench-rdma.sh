@@ -9,15 +9,11 @@
 #   scripts/bench-rdma.sh [BUILD_DIR] [rpmem-bench options]   default: build-dev
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$top/build-dev}" && pwd -P)
+. "$top/scripts/vm-lib.sh"
+vm_start bench-rdma "${1:-$top/build-dev}"
 shift || true
 opts=${*:--b 64,4K,64K,1M -l 1,2 -d 2 -r 3 -o persist,relaxed,flush,read}
-. "$top/scripts/vm-lib.sh"
-vm_ready bench-rdma || exit 0
-vm_verbs_build bench-rdma "$build"
 
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 cat >"$tmp/guest.sh" <<GUEST
 #!/bin/bash
 set -u

@@ -28,10 +28,8 @@
 # Fails when the VM cannot boot; RPMEM_SKIP_VM=1 skips it on purpose.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$top/build-dev}" && pwd -P)
 . "$top/scripts/vm-lib.sh"
-vm_ready test-pmem || exit 0
-vm_verbs_build test-pmem "$build"
+vm_start test-pmem "${1:-$top/build-dev}"
 
 # On CXL, the tests that write into the pool, keep it through faults or
 # fill its file system, and dax_test.cc's CXL ones (about 35 s). Not the ones that
@@ -39,8 +37,6 @@ vm_verbs_build test-pmem "$build"
 # persisted within its first second: CXL is slow under QEMU's emulation).
 cxl_media_tests='^(Replication\.(Persist|DeepPersist|Flush)|Faults\.(ClientKilled|Sigterm)|FullFs\.|GpspmAndApm/CxlFsdax\.)'
 
-tmp=$(mktemp -d /tmp/rpmem-test-pmem.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
 truncate -s 3G "$tmp/disk.img"
 mkfs.ext4 -q -F "$tmp/disk.img"
 

@@ -13,10 +13,8 @@
 # RPMEM_SKIP_VM=1 skips it on purpose.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$top/build-dev}" && pwd -P)
 . "$top/scripts/vm-lib.sh"
-vm_ready test-rdma || exit 0
-vm_verbs_build test-rdma "$build"
+vm_start test-rdma "${1:-$top/build-dev}"
 
 # Not run over verbs, and why:
 #  HostileDaemon.*: fake daemons written for the tcp provider offer only tcp,
@@ -54,8 +52,6 @@ vm_verbs_build test-rdma "$build"
 #    DidAndTheMetricsCountIt, the lanes' counters, runs).
 exclude='HostileDaemon\.|Stranger\.|NetCut\.|Blip\.|Service\.ARestart(WithSixtyFour|DuringWhichAnother)|ALaneThatComesBack|SealedLanes\.AReplayed|Reopen\.|Behind\.|RunAheadCut\.|TlsPolicy\.|ServiceCrowd\.|ServiceAtSoftLimit\.|ServiceFlood\.|ServiceWith'
 exclude+='|Service\.(ReportsReadiness|TellsSystemd|TakesTheListeningSocket|ANotificationSocket)|ServiceStatus\.(BadRequests|CountsRefusals|TellsSystemd)|ServiceMetricsTcp\.|ServiceUnderSystemd\.|ServiceStatusGroup\.|RealSsh\.RemoveRuns|HostileClient\.RandomlyMutated'
-tmp=$(mktemp -d /tmp/rpmem-test-rdma.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
 failed=()
 for pools in ${RPMEM_RDMA_POOLS:-tmpfs disk fsdax}; do
   args=() dir=/tmp setup="" select=() medium=""

@@ -31,6 +31,17 @@ vm_verbs_build() {
   echo "$1: FAILED: $2 was built without the verbs provider (libibverbs-dev and librdmacm-dev; RPMEM_WITH_VERBS)"
   exit 1
 }
+# vm_start NAME BUILD_DIR: build, the physical path of BUILD_DIR; vm_ready
+# (exits 0 when it says no), vm_verbs_build; and tmp, a new directory
+# /tmp/rpmem-NAME.XXXXXX, removed on exit.
+vm_start() {
+  build=$(cd "$2" && pwd -P)
+  vm_ready "$1" || exit 0
+  vm_verbs_build "$1" "$build"
+  # shellcheck disable=SC2034 # used by the scripts that source this file
+  tmp=$(mktemp -d "/tmp/rpmem-$1.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+}
 # The integration tests whose subject is the pool's medium (the data path,
 # the pool files, the daemon's persist): what runs again with the pools on
 # another medium. The others (the service, its TLS policy, the private

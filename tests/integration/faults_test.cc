@@ -34,31 +34,26 @@ class Faults : public OnePartPool {};
 
 TEST_F(Faults, ClientKilledMidPersistLeavesADurableUnlockedPool) {
   target_.write_poolset("p.set", kOnePart, "OPTION NOHDRS\n");
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(fds[0]);
+  auto [child, acks] = fork_piped([&](int to_parent) {
     unsigned nl = 1;
     RPMEMpool *rpp = rpmem_create("127.0.0.1", "p.set", local_.data(), kPool, &nl, nullptr);
-    if (!rpp) ::_exit(2);
+    if (!rpp) return 2;
     for (uint64_t v = 1;; ++v) {
       std::memcpy(local_.data() + 64, &v, 8);
-      if (rpmem_persist(rpp, 64, (v % 2) ? 8 : kMiB, 0, 0)) ::_exit(3);
-      if (::write(fds[1], &v, 8) != 8) ::_exit(4);  // acknowledged
+      if (rpmem_persist(rpp, 64, (v % 2) ? 8 : kMiB, 0, 0)) return 3;
+      if (::write(to_parent, &v, 8) != 8) return 4;  // acknowledged
     }
-  }
-  ::close(fds[1]);
+  });
+  ASSERT_GE(child, 0);
   uint64_t acked = 0, v = 0;
   auto until = Clock::now() + std::chrono::milliseconds(300);
-  while (Clock::now() < until && ::read(fds[0], &v, 8) == 8) acked = v;
+  while (Clock::now() < until && ::read(acks, &v, 8) == 8) acked = v;
   ASSERT_GT(acked, 0u) << "the client never persisted";
   pid_t daemon = target_.rpmemd_pid();
   ASSERT_EQ(::kill(child, SIGKILL), 0);
   ASSERT_EQ(::waitpid(child, nullptr, 0), child);
-  while (::read(fds[0], &v, 8) == 8) acked = v;  // acknowledgements still in the pipe
-  ::close(fds[0]);
+  while (::read(acks, &v, 8) == 8) acked = v;  // acknowledgements still in the pipe
+  ::close(acks);
   EXPECT_TRUE(wait_gone(daemon, std::chrono::seconds(10))) << "rpmemd did not exit";
   EXPECT_NE(target_.log_text().find("client disconnected"), std::string::npos);
   unsigned nl = 1;

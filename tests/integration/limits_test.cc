@@ -77,12 +77,7 @@ TEST_F(Limits, ClientWithoutDescriptorsForLanesGivesAClearErrorAndNoPool) {
   // rpmemd would inherit the low limit: it gets its own back.
   set_env("RPMEM_CMD", "ulimit -S -n 4096; " + target_.rpmemd_cmd());
   LocalPool local(4 * kMiB);
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::close(fds[0]);
+  auto [child, from_child] = fork_piped([&](int to_parent) {
     // Room for the ssh channel and a few lanes, not for 64.
     rlimit rl{};
     ::getrlimit(RLIMIT_NOFILE, &rl);
@@ -93,14 +88,14 @@ TEST_F(Limits, ClientWithoutDescriptorsForLanesGivesAClearErrorAndNoPool) {
     int err = rpp ? 0 : errno;
     std::string msg = std::to_string(err) + " " + rpmem_errormsg();
     if (rpp) rpmem_close(rpp);
-    [[maybe_unused]] auto n = ::write(fds[1], msg.data(), msg.size());
-    ::_exit(0);
-  }
-  ::close(fds[1]);
+    [[maybe_unused]] auto n = ::write(to_parent, msg.data(), msg.size());
+    return 0;
+  });
+  ASSERT_GE(child, 0);
   std::string msg;
   char buf[512];
-  for (ssize_t n; (n = ::read(fds[0], buf, sizeof(buf))) > 0;) msg.append(buf, n);
-  ::close(fds[0]);
+  for (ssize_t n; (n = ::read(from_child, buf, sizeof(buf))) > 0;) msg.append(buf, n);
+  ::close(from_child);
   auto st = wait_child(child, std::chrono::seconds(60));
   ASSERT_TRUE(st && WIFEXITED(*st)) << describe_status(st);
   EXPECT_EQ(msg.substr(0, msg.find(' ')), std::to_string(EMFILE)) << msg;

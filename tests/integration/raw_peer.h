@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -110,6 +111,29 @@ inline std::string describe_status(const std::optional<int> &st) {
   if (WIFSIGNALED(*st))
     return "signal " + std::to_string(WTERMSIG(*st)) + (WCOREDUMP(*st) ? " (core)" : "");
   return "status " + std::to_string(*st);
+}
+
+// A child process that runs `body` with the write end of a pipe and exits
+// with what it returns; the parent gets its pid (-1 when pipe or fork
+// failed) and the read end, to close.
+struct PipedChild {
+  pid_t pid = -1;
+  int from_child = -1;
+};
+inline PipedChild fork_piped(const std::function<int(int to_parent)> &body) {
+  int fds[2];
+  if (::pipe(fds) != 0) return {};
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(fds[0]);
+    ::_exit(body(fds[1]));
+  }
+  ::close(fds[1]);
+  if (pid < 0) {
+    ::close(fds[0]);
+    return {};
+  }
+  return {pid, fds[0]};
 }
 
 // An rpmemd on a socketpair: the test is its client. It reads the Target's

@@ -118,19 +118,10 @@ class Words : public ::testing::Test {
 
 TEST_F(Words, CreateOpenCloseSessionLogsAsPmdk) {
   target_.write_poolset("p.set", kOnePart);
-  rpmem_pool_attr attr{};
-  std::memcpy(attr.signature, "PMEMOBJ", 8);
-  attr.major = 6;
+  rpmem_pool_attr attr = sample_attr(0x10);  // PMEMOBJ 6, UUIDs 0x10.., 0x20.., 0x30.., 0x40..
   attr.compat_features = 0x1;
   attr.incompat_features = 0x2;
   attr.ro_compat_features = 0x4;
-  for (int i = 0; i < 16; ++i) {
-    attr.poolset_uuid[i] = static_cast<unsigned char>(0x10 + i);
-    attr.uuid[i] = static_cast<unsigned char>(0x20 + i);
-    attr.next_uuid[i] = static_cast<unsigned char>(0x30 + i);
-    attr.prev_uuid[i] = static_cast<unsigned char>(0x40 + i);
-    attr.user_flags[i] = 1;
-  }
   RPMEMpool *rpp = rpmem_create("127.0.0.1", "p.set", local_.data(), kPool, &nlanes_, &attr);
   ASSERT_NE(rpp, nullptr) << rpmem_errormsg() << target_.log_text();
   ASSERT_EQ(rpmem_persist(rpp, 4096, 4096, 0, 0), 0) << rpmem_errormsg();

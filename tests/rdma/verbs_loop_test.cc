@@ -130,6 +130,17 @@ class VerbsLoop : public ::testing::Test {
     ASSERT_TRUE(r.ok()) << r.error().message;
     lanes_ = std::move(r.value());
   }
+  // A GPSPM target on `medium` that the NIC writes into directly: it
+  // advertises no window but the pool's own address; one lane to it.
+  void start_direct(const MediumTraits &medium) {
+    pool_.persister.medium = medium;
+    start(proto::PersistMethod::kGpspm);
+    auto info = verbs::decode_provider_info(target_->provider_data());
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->flags, 0);
+    EXPECT_EQ(info->raddr, reinterpret_cast<uintptr_t>(pool_.base()));
+    connect(1);
+  }
   void fill(size_t off, size_t len, uint8_t seed) {
     uint32_t x = seed * 2654435761u + 1;
     for (size_t i = 0; i < len; ++i) {
@@ -316,13 +327,7 @@ TEST_F(VerbsLoop, FlushStreamMuchLargerThanTheWindowLosesNothing) {
 // The direct path for a file in RAM: the NIC writes into the pool itself,
 // and a flags-0 flush goes inline (a NIC's write is not word-atomic).
 TEST_F(VerbsLoop, PoolInRamTakesRdmaWritesDirectly) {
-  pool_.persister.medium = rpmem_test::kRecordedRam;
-  start(proto::PersistMethod::kGpspm);
-  auto info = verbs::decode_provider_info(target_->provider_data());
-  ASSERT_TRUE(info);
-  EXPECT_EQ(info->flags, 0);
-  EXPECT_EQ(info->raddr, reinterpret_cast<uintptr_t>(pool_.base()));
-  connect(1);
+  ASSERT_NO_FATAL_FAILURE(start_direct(rpmem_test::kRecordedRam));
   fill(40000, 3000, 47);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 40000, 3000, true), std::error_code{});
   EXPECT_TRUE(same(40000, 3000)) << "the NIC wrote into the pool";
@@ -353,13 +358,7 @@ TEST_F(VerbsLoop, ClientThatPredatesTheBoundedPathIsRefusedItClearly) {
 // flags-0 flush, which a NIC's write would not keep word-atomic, goes
 // inline through the target's CPU at once.
 TEST_F(VerbsLoop, PmemPoolTakesRdmaWritesDirectlyAndFlagsZeroFlushInline) {
-  pool_.persister.medium = rpmem_test::kRecordedPmem;
-  start(proto::PersistMethod::kGpspm);
-  auto info = verbs::decode_provider_info(target_->provider_data());
-  ASSERT_TRUE(info);
-  EXPECT_EQ(info->flags, 0);
-  EXPECT_EQ(info->raddr, reinterpret_cast<uintptr_t>(pool_.base()));
-  connect(1);
+  ASSERT_NO_FATAL_FAILURE(start_direct(rpmem_test::kRecordedPmem));
   fill(8192, 3000, 45);
   ASSERT_EQ(lanes_[0]->write(proto::DataOp::kFlush, 8192, 3000, false), std::error_code{});
   EXPECT_TRUE(same(8192, 3000));

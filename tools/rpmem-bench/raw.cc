@@ -40,10 +40,13 @@ constexpr size_t kHelloSize = 16;  // mode (u32), pad (u32), size (u64)
 constexpr size_t kReplySize = 16;  // the size of rpmem's persist reply
 constexpr size_t kSinkBuffer = size_t{1} << 20;
 
-int blocking_send_all(int fd, const void *buf, size_t n) {
-  auto *p = static_cast<const uint8_t *>(buf);
+// All n bytes from p on through `step` (a blocking send or recv of up to k
+// bytes at p), again after EINTR: 0, the errno, or ECONNRESET on EOF.
+template <typename Byte, typename Step>
+int blocking_all(Byte *p, size_t n, Step step) {
   while (n > 0) {
-    ssize_t r = ::send(fd, p, n, MSG_NOSIGNAL);
+    ssize_t r = step(p, n);
+    if (r == 0) return ECONNRESET;
     if (r < 0) {
       if (errno == EINTR) continue;
       return errno;
@@ -54,19 +57,14 @@ int blocking_send_all(int fd, const void *buf, size_t n) {
   return 0;
 }
 
+int blocking_send_all(int fd, const void *buf, size_t n) {
+  return blocking_all(static_cast<const uint8_t *>(buf), n,
+                      [fd](const uint8_t *p, size_t k) { return ::send(fd, p, k, MSG_NOSIGNAL); });
+}
+
 int blocking_recv_all(int fd, void *buf, size_t n) {
-  auto *p = static_cast<uint8_t *>(buf);
-  while (n > 0) {
-    ssize_t r = ::recv(fd, p, n, 0);
-    if (r == 0) return ECONNRESET;
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return 0;
+  return blocking_all(static_cast<uint8_t *>(buf), n,
+                      [fd](uint8_t *p, size_t k) { return ::recv(fd, p, k, 0); });
 }
 
 // Receives between 1 and len bytes as a lane worker of rpmemd waits for a

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <set>
 #include <string>
@@ -38,6 +39,18 @@ SealKeys keys_of(uint8_t seed) {
 
 void pair(int (&fds)[2]) {
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds), 0);
+}
+
+// A client of lane `lane` at `epoch` and a target of up to `max_lanes`
+// lanes, both keyed by `keys`, over a socket pair.
+struct Ends {
+  std::unique_ptr<SealedStream> c, t;
+};
+Ends connected(const SealKeys &keys, uint32_t lane, uint32_t max_lanes, uint16_t epoch = 0) {
+  int fds[2] = {-1, -1};
+  pair(fds);
+  return {SealedStream::client(fds[0], keys, lane, epoch),
+          SealedStream::target(fds[1], keys, max_lanes)};
 }
 
 std::error_code send_msg(ByteStream &s, const std::string &text) {
@@ -109,11 +122,8 @@ const std::error_code kRefused{EPROTO, std::generic_category()};
 const std::error_code kReset{ECONNRESET, std::generic_category()};
 
 TEST(SealedStream, MessagesGoBothWaysAndTheTargetLearnsTheLane) {
-  int fds[2];
-  pair(fds);
   const SealKeys keys = keys_of(1);
-  auto c = SealedStream::client(fds[0], keys, 3);
-  auto t = SealedStream::target(fds[1], keys, 8);
+  auto [c, t] = connected(keys, 3, 8);
   std::string a = "header..", b = "and its payload";
   iovec iov[2] = {{a.data(), a.size()}, {b.data(), b.size()}};
   ASSERT_FALSE(stream_send_all(*c, iov, 2, 1000));
@@ -131,11 +141,8 @@ TEST(SealedStream, MessagesGoBothWaysAndTheTargetLearnsTheLane) {
 // number, and both ends key it for that epoch: the target learns both, and
 // the keys of one epoch open nothing of another.
 TEST(SealedStream, ALaneThatComesBackHasKeysOfItsEpoch) {
-  int fds[2];
-  pair(fds);
   const SealKeys keys = keys_of(1);
-  auto c = SealedStream::client(fds[0], keys, 3, 2);
-  auto t = SealedStream::target(fds[1], keys, 8);
+  auto [c, t] = connected(keys, 3, 8, 2);
   ASSERT_FALSE(send_msg(*c, "hello at epoch 2"));
   std::string got(16, '\0');
   ASSERT_FALSE(stream_recv_all(*t, got.data(), got.size(), 1000));
@@ -167,11 +174,8 @@ TEST(SealedStream, NoPlaintextOnTheWire) {
 }
 
 TEST(SealedStream, ALargeMessageCrossesInFramesWhole) {
-  int fds[2];
-  pair(fds);
   const SealKeys keys = keys_of(2);
-  auto c = SealedStream::client(fds[0], keys, 0);
-  auto t = SealedStream::target(fds[1], keys, 1);
+  auto [c, t] = connected(keys, 0, 1);
   std::string big((1 << 20) + 17, '\0');
   std::mt19937 rng(5);
   for (auto &ch : big) ch = static_cast<char>(rng());
@@ -457,11 +461,8 @@ Bytes target_answer(const SealKeys &keys, const Bytes &client_bytes, size_t hell
 }
 
 TEST(SealedStream, WithNoncesMessagesGoBothWaysAfterTheHello) {
-  int fds[2];
-  pair(fds);
   const SealKeys keys = nonce_keys_of(4);
-  auto c = SealedStream::client(fds[0], keys, 2, 7);
-  auto t = SealedStream::target(fds[1], keys, 8);
+  auto [c, t] = connected(keys, 2, 8, 7);
   for (int round = 0; round < 3; ++round) {
     const std::string ask = "request " + std::to_string(round);
     ASSERT_FALSE(send_msg(*c, ask));

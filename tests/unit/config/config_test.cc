@@ -16,6 +16,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace rpmemd {
@@ -474,28 +475,21 @@ TEST_F(ConfigTest, HomeIsNotSubstitutedInLogFile) {
   EXPECT_EQ(parse({"--log-file", "$HOME/l"}).log_file, "$HOME/l");
 }
 
+// max-lanes, peer-timeout (s), max-handshakes, max-connections,
+// max-per-address, max-sessions, max-sessions-per-client, max-lanes-per-client.
+auto caps(const Config &c) {
+  return std::tuple(c.max_lanes, c.peer_timeout.count(), c.max_handshakes, c.max_connections,
+                    c.max_per_address, c.max_sessions, c.max_sessions_per_client,
+                    c.max_lanes_per_client);
+}
+
 TEST_F(ConfigTest, LaneGrantPeerTimeoutAndServiceCaps) {
-  Config d = parse_text("");
-  EXPECT_EQ(d.max_lanes, 64u);
-  EXPECT_EQ(d.peer_timeout, std::chrono::seconds(30));
-  EXPECT_EQ(d.max_handshakes, 128u);
-  EXPECT_EQ(d.max_connections, 1024u);
-  EXPECT_EQ(d.max_per_address, 16u);
-  EXPECT_EQ(d.max_sessions, 512u);
-  EXPECT_EQ(d.max_sessions_per_client, 64u);
-  EXPECT_EQ(d.max_lanes_per_client, 1024u);
+  EXPECT_EQ(caps(parse_text("")), std::tuple(64u, 30, 128u, 1024u, 16u, 512u, 64u, 1024u));
   Config c = parse_text(
       "max-lanes = 1024\npeer-timeout = 0\nmax-handshakes = 5\nmax-connections = 6\n"
       "max-per-address = 7\nmax-sessions = 8\nmax-sessions-per-client = 9\n"
       "max-lanes-per-client = 10\n");
-  EXPECT_EQ(c.max_lanes, 1024u);
-  EXPECT_EQ(c.peer_timeout, std::chrono::seconds(0));
-  EXPECT_EQ(c.max_handshakes, 5u);
-  EXPECT_EQ(c.max_connections, 6u);
-  EXPECT_EQ(c.max_per_address, 7u);
-  EXPECT_EQ(c.max_sessions, 8u);
-  EXPECT_EQ(c.max_sessions_per_client, 9u);
-  EXPECT_EQ(c.max_lanes_per_client, 10u);
+  EXPECT_EQ(caps(c), std::tuple(1024u, 0, 5u, 6u, 7u, 8u, 9u, 10u));
   EXPECT_EQ(parse({"--max-lanes-per-client", "11"}).max_lanes_per_client, 11u);
   EXPECT_EQ(parse({"--max-lanes", "3", "--peer-timeout", "10"}).max_lanes, 3u);
   // Below 10 s, a keepalive or two lost or late (librpmem sends one every 3 s)

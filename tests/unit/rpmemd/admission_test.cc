@@ -8,8 +8,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rpmemd {
@@ -37,7 +39,13 @@ Config caps() {
 
 class AdmissionTest : public ::testing::Test {
  protected:
-  void make(const Config &c) { a_ = std::make_unique<Admission>(c); }
+  using Cap = std::pair<unsigned Config::*, unsigned>;
+  // An Admission with caps() but for the caps in `set`.
+  void make(std::initializer_list<Cap> set = {}) {
+    Config c = caps();
+    for (const auto &[cap, n] : set) c.*cap = n;
+    a_ = std::make_unique<Admission>(c);
+  }
   Admission &a() { return *a_; }
 
   // A connection that is admitted without dropping any: its id.
@@ -47,10 +55,15 @@ class AdmissionTest : public ::testing::Test {
     EXPECT_THAT(arrival.dropped, IsEmpty());
     return a().on_handshake_start(peer);
   }
-  // One that authenticates as `cn` and is served.
-  Id session(const std::string &cn, const std::string &peer = "10.0.0.1") {
+  // One whose handshake has ended, not yet authenticated.
+  Id handshaken(const std::string &peer = "10.0.0.1") {
     const Id id = connect(peer);
     a().on_handshake_end(id);
+    return id;
+  }
+  // One that authenticates as `cn` and is served.
+  Id session(const std::string &cn, const std::string &peer = "10.0.0.1") {
+    const Id id = handshaken(peer);
     const Admission::Verdict v = a().on_authenticated(id, cn, true);
     EXPECT_EQ(v.refused, nullptr) << v.refused;
     EXPECT_NE(v.client_lanes, nullptr);
@@ -73,9 +86,7 @@ class AdmissionTest : public ::testing::Test {
 // that address is dropped: a stranger who came first cannot keep a client
 // on the same address out.
 TEST_F(AdmissionTest, MaxPerAddressDropsTheOldestHandshakeOfThatAddressOnly) {
-  Config c = caps();
-  c.max_per_address = 2;
-  make(c);
+  make({{&Config::max_per_address, 2}});
   const Id other = connect("10.0.0.2");
   const Id first = connect("10.0.0.1");
   const Id second = connect("10.0.0.1");
@@ -96,9 +107,7 @@ TEST_F(AdmissionTest, MaxPerAddressDropsTheOldestHandshakeOfThatAddressOnly) {
 // A connection that has said nothing is dropped before an older one that
 // is in its handshake: a client speaks at once, a silent stranger does not.
 TEST_F(AdmissionTest, SilentHandshakesAreDroppedBeforeOnesThatSpoke) {
-  Config c = caps();
-  c.max_per_address = 3;
-  make(c);
+  make({{&Config::max_per_address, 3}});
   const Id client = connect("10.0.0.1");
   a().on_first_bytes(client);
   const Id silent1 = connect("10.0.0.1");
@@ -108,9 +117,7 @@ TEST_F(AdmissionTest, SilentHandshakesAreDroppedBeforeOnesThatSpoke) {
   EXPECT_THAT(a().on_connection("10.0.0.1").dropped, ElementsAre(silent2));
   a().on_handshake_start("10.0.0.1");
   // The same order for max-handshakes.
-  Config h = caps();
-  h.max_handshakes = 2;
-  make(h);
+  make({{&Config::max_handshakes, 2}});
   const Id speaks = connect("10.0.0.5");
   a().on_first_bytes(speaks);
   const Id quiet = connect("10.0.0.6");
@@ -118,9 +125,7 @@ TEST_F(AdmissionTest, SilentHandshakesAreDroppedBeforeOnesThatSpoke) {
 }
 
 TEST_F(AdmissionTest, AnAddressCountsOnlyItsUnauthenticatedConnections) {
-  Config c = caps();
-  c.max_per_address = 1;
-  make(c);
+  make({{&Config::max_per_address, 1}});
   const Id s1 = session("alice", "10.0.0.1");
   EXPECT_EQ(a().strangers_from("10.0.0.1"), 0u) << "released when its handshake ended";
   // A host with many clients: each is a stranger only until it authenticates.
@@ -139,9 +144,7 @@ TEST_F(AdmissionTest, AnAddressCountsOnlyItsUnauthenticatedConnections) {
 }
 
 TEST_F(AdmissionTest, MaxConnectionsWithNoHandshakeToDropRefusesUntilOneCloses) {
-  Config c = caps();
-  c.max_connections = 2;
-  make(c);
+  make({{&Config::max_connections, 2}});
   const Id s1 = session("alice");
   session("bob");
   EXPECT_EQ(a().connections(), 2u);
@@ -154,9 +157,7 @@ TEST_F(AdmissionTest, MaxConnectionsWithNoHandshakeToDropRefusesUntilOneCloses) 
 }
 
 TEST_F(AdmissionTest, MaxConnectionsDropsTheOldestHandshakeNotASession) {
-  Config c = caps();
-  c.max_connections = 3;
-  make(c);
+  make({{&Config::max_connections, 3}});
   session("alice");  // the oldest, but in a session
   const Id h2 = connect();
   const Id h3 = connect();
@@ -184,10 +185,7 @@ TEST_F(AdmissionTest, MaxConnectionsDropsTheOldestHandshakeNotASession) {
 // caps with them, and the next arrival would drop the oldest that spoke
 // -- the real client, in the middle of its handshake.
 TEST_F(AdmissionTest, DroppedConnectionsDoNotMakeTheCapsDropOneThatSpoke) {
-  Config c = caps();
-  c.max_per_address = 2;
-  c.max_handshakes = 2;
-  make(c);
+  make({{&Config::max_per_address, 2}, {&Config::max_handshakes, 2}});
   const Id client = connect("10.0.0.1");
   a().on_first_bytes(client);
   Id stranger = connect("10.0.0.1");
@@ -202,9 +200,7 @@ TEST_F(AdmissionTest, DroppedConnectionsDoNotMakeTheCapsDropOneThatSpoke) {
 }
 
 TEST_F(AdmissionTest, MaxHandshakesDropsTheOldestToAdmitTheNew) {
-  Config c = caps();
-  c.max_handshakes = 2;
-  make(c);
+  make({{&Config::max_handshakes, 2}});
   const Id s = session("alice");
   const Id h1 = connect();
   const Id h2 = connect();
@@ -233,13 +229,9 @@ TEST_F(AdmissionTest, MaxHandshakesDropsTheOldestToAdmitTheNew) {
 
 TEST_F(AdmissionTest, AClientRefusedItsSessionCanBeDroppedForANewerConnection) {
   // Its EACCES hello is still being written: it is no session.
-  Config c = caps();
-  c.max_handshakes = 1;
-  c.max_sessions = 1;
-  make(c);
+  make({{&Config::max_handshakes, 1}, {&Config::max_sessions, 1}});
   session("alice");
-  const Id refused = connect();
-  a().on_handshake_end(refused);
+  const Id refused = handshaken();
   EXPECT_STREQ(a().on_authenticated(refused, "bob", true).refused, kSessions);
   connect();  // the handshakes were free: no drop
   const Admission::Arrival n = a().on_connection("10.0.0.9");
@@ -249,9 +241,7 @@ TEST_F(AdmissionTest, AClientRefusedItsSessionCanBeDroppedForANewerConnection) {
 TEST_F(AdmissionTest, ARefusedConnectionDropsNothing) {
   // Every connection is in a session: a newcomer past max-connections has
   // nothing to take the place of, and costs nobody anything.
-  Config c = caps();
-  c.max_connections = 1;
-  make(c);
+  make({{&Config::max_connections, 1}});
   session("alice");
   const Admission::Arrival n = a().on_connection("10.0.0.1");
   EXPECT_STREQ(n.refused, kConnections);
@@ -259,13 +249,10 @@ TEST_F(AdmissionTest, ARefusedConnectionDropsNothing) {
 }
 
 TEST_F(AdmissionTest, MaxSessionsRefusesTheNextClientUntilASessionEnds) {
-  Config c = caps();
-  c.max_sessions = 2;
-  make(c);
+  make({{&Config::max_sessions, 2}});
   const Id s1 = session("alice");
   session("bob");
-  const Id late = connect();
-  a().on_handshake_end(late);
+  const Id late = handshaken();
   const Admission::Verdict v = a().on_authenticated(late, "carol", true);
   EXPECT_STREQ(v.refused, kSessions);
   EXPECT_EQ(v.client_lanes, nullptr);
@@ -279,13 +266,10 @@ TEST_F(AdmissionTest, MaxSessionsRefusesTheNextClientUntilASessionEnds) {
 }
 
 TEST_F(AdmissionTest, MaxSessionsPerClientBoundsOneCertificateOnly) {
-  Config c = caps();
-  c.max_sessions_per_client = 2;
-  make(c);
+  make({{&Config::max_sessions_per_client, 2}});
   const Id s1 = session("alice");
   session("alice");
-  const Id third = connect();
-  a().on_handshake_end(third);
+  const Id third = handshaken();
   EXPECT_STREQ(a().on_authenticated(third, "alice", true).refused, kPerClient);
   EXPECT_EQ(a().sessions_of("alice"), 2u);
   a().on_close(third);
@@ -296,13 +280,9 @@ TEST_F(AdmissionTest, MaxSessionsPerClientBoundsOneCertificateOnly) {
 }
 
 TEST_F(AdmissionTest, AuthenticationChecksDirectoryThenPerClientThenMaxSessions) {
-  Config c = caps();
-  c.max_sessions_per_client = 1;
-  c.max_sessions = 1;
-  make(c);
+  make({{&Config::max_sessions_per_client, 1}, {&Config::max_sessions, 1}});
   session("alice");  // both caps full now
-  const Id id = connect();
-  a().on_handshake_end(id);
+  const Id id = handshaken();
   EXPECT_STREQ(a().on_authenticated(id, "alice", false).refused, kNoDir);
   EXPECT_STREQ(a().on_authenticated(id, "", true).refused, kNoDir) << "no name";
   EXPECT_STREQ(a().on_authenticated(id, "alice", true).refused, kPerClient);
@@ -313,14 +293,11 @@ TEST_F(AdmissionTest, AuthenticationChecksDirectoryThenPerClientThenMaxSessions)
 TEST_F(AdmissionTest, EndedSessionsGiveTheirCertificatesPlaceBackEveryTime) {
   // Once, an ended session kept its place: a client that reconnected
   // max-sessions-per-client times was refused for good.
-  Config c = caps();
-  c.max_sessions_per_client = 64;
-  c.max_sessions = 64;
-  c.max_connections = 64;
-  make(c);
+  make({{&Config::max_sessions_per_client, 64},
+        {&Config::max_sessions, 64},
+        {&Config::max_connections, 64}});
   for (int round = 0; round < 3 * 64; ++round) {
-    const Id id = connect();
-    a().on_handshake_end(id);
+    const Id id = handshaken();
     ASSERT_EQ(a().on_authenticated(id, "alice", true).refused, nullptr) << "round " << round;
     end(id);
     ASSERT_EQ(a().sessions_of("alice"), 0u) << "round " << round;
@@ -331,9 +308,7 @@ TEST_F(AdmissionTest, EndedSessionsGiveTheirCertificatesPlaceBackEveryTime) {
 }
 
 TEST_F(AdmissionTest, ASessionWhoseThreadCouldNotStartGivesItsPlaceBack) {
-  Config c = caps();
-  c.max_sessions_per_client = 1;
-  make(c);
+  make({{&Config::max_sessions_per_client, 1}});
   const Id id = session("alice");
   a().on_session_end(id);  // as the loop does before its EACCES hello
   EXPECT_EQ(a().sessions_of("alice"), 0u);
@@ -344,14 +319,13 @@ TEST_F(AdmissionTest, ASessionWhoseThreadCouldNotStartGivesItsPlaceBack) {
 }
 
 TEST_F(AdmissionTest, ACertificatesSessionsShareOneLaneCounterUntilTheLastEnds) {
-  make(caps());
+  make();
   const Id a1 = session("alice");
   const Admission::LaneCounter lanes = a().lanes_of("alice");
   ASSERT_NE(lanes, nullptr);
   EXPECT_EQ(lanes->load(), 0);
   lanes->fetch_add(3);  // a1's session was granted 3 lanes
-  const Id a2 = connect();
-  a().on_handshake_end(a2);
+  const Id a2 = handshaken();
   const Admission::Verdict v = a().on_authenticated(a2, "alice", true);
   EXPECT_EQ(v.client_lanes, lanes) << "the second session sees the first one's lanes";
   session("bob");
@@ -371,11 +345,7 @@ TEST_F(AdmissionTest, ACertificatesSessionsShareOneLaneCounterUntilTheLastEnds) 
 
 TEST_F(AdmissionTest, AClosedConnectionHoldsNothing) {
   // Whatever its state when it closes.
-  Config c = caps();
-  c.max_handshakes = 1;
-  c.max_per_address = 1;
-  c.max_sessions = 1;
-  make(c);
+  make({{&Config::max_handshakes, 1}, {&Config::max_per_address, 1}, {&Config::max_sessions, 1}});
   const Id h = connect();
   a().on_close(h);  // without its handshake's end
   EXPECT_EQ(a().handshakes(), 0u);

@@ -2,6 +2,8 @@
 // Tests of the PMDK pool_hdr layout, checksum, arch flags and attr mapping.
 #include "rpmemd/pool_hdr.h"
 
+#include "tests/unit/store/store_test_util.h"
+
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -151,19 +153,7 @@ TEST(PoolHdr, IsZero) {
 }
 
 TEST(PoolHdr, AttrRoundTrip) {
-  rpmem::PoolAttr a;
-  std::memcpy(a.signature.data(), "SIGNATUR", 8);
-  a.major = 7;
-  a.compat_features = 0x11;
-  a.incompat_features = 0x22;
-  a.ro_compat_features = 0x33;
-  for (uint8_t i = 0; i < 16; ++i) {
-    a.poolset_uuid[i] = static_cast<uint8_t>(0x10 + i);
-    a.uuid[i] = static_cast<uint8_t>(0x20 + i);
-    a.next_uuid[i] = static_cast<uint8_t>(0x30 + i);
-    a.prev_uuid[i] = static_cast<uint8_t>(0x40 + i);
-    a.user_flags[i] = static_cast<uint8_t>(0x50 + i);
-  }
+  rpmem::PoolAttr a = test::full_attr("SIGNATUR", 7, {0x11, 0x22, 0x33}, 0x10, 0x10);
   PoolHdr h{};
   h.uuid = a.uuid;  // set_shared_attr leaves uuid alone
   set_shared_attr(h, a);

@@ -27,6 +27,8 @@ namespace {
 
 using test::exists;
 using test::file_size;
+using test::fill_ids;
+using test::full_attr;
 using test::kMiB;
 using test::obj_like_attr;
 using test::read_bytes;
@@ -183,13 +185,7 @@ TEST_F(PoolStoreTest, CreateWritesPmdkHeaders) {
 TEST_F(PoolStoreTest, CreateKeepsGivenUuidsAndUserFlags) {
   make_set("pool.set", 2);
   rpmem::PoolAttr attr = obj_like_attr();
-  for (uint8_t i = 0; i < 16; ++i) {
-    attr.poolset_uuid[i] = static_cast<uint8_t>(0xA0 + i);
-    attr.uuid[i] = static_cast<uint8_t>(0xB0 + i);
-    attr.next_uuid[i] = static_cast<uint8_t>(0xC0 + i);
-    attr.prev_uuid[i] = static_cast<uint8_t>(0xD0 + i);
-    attr.user_flags[i] = static_cast<uint8_t>(0xE0 + i);
-  }
+  fill_ids(attr, 0xA0, 0x10);
   std::unique_ptr<MappedPool> pool;
   ASSERT_EQ(store_.create("pool.set", &attr, pool), std::error_code{});
   pool.reset();
@@ -511,18 +507,7 @@ TEST_F(PoolStoreTest, SetAttrRewritesHeadersAndRelinksPart0) {
   ASSERT_EQ(store_.create("pool.set", &attr, pool), std::error_code{});
   PoolHdr old1 = read_hdr(part("p1"));
 
-  rpmem::PoolAttr next;
-  std::memcpy(next.signature.data(), "NEWSIG\0", 8);
-  next.major = 9;
-  next.compat_features = 0x10;
-  next.incompat_features = 0x2;
-  next.ro_compat_features = 0x20;
-  for (uint8_t i = 0; i < 16; ++i) {
-    next.poolset_uuid[i] = static_cast<uint8_t>(1 + i);
-    next.uuid[i] = static_cast<uint8_t>(2 + i);
-    next.next_uuid[i] = static_cast<uint8_t>(3 + i);
-    next.prev_uuid[i] = static_cast<uint8_t>(4 + i);
-  }
+  rpmem::PoolAttr next = full_attr("NEWSIG\0", 9, {0x10, 0x2, 0x20}, 1, 1);
   ArchFlags native = native_arch_flags();
   std::memcpy(next.user_flags.data(), &native, 16);
   ASSERT_EQ(pool->set_attr(&next), std::error_code{});

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -79,6 +80,30 @@ inline rpmem::PoolAttr obj_like_attr() {
   a.major = 6;
   a.compat_features = 0x1;
   a.incompat_features = 0x6;
+  return a;
+}
+
+// The UUIDs and the user flags of `a` as counting bytes: the k-th of
+// poolset_uuid, uuid, next_uuid, prev_uuid, user_flags from first + k * step.
+inline void fill_ids(rpmem::PoolAttr &a, uint8_t first, uint8_t step) {
+  std::array<uint8_t, 16> *fields[] = {&a.poolset_uuid, &a.uuid, &a.next_uuid, &a.prev_uuid,
+                                       &a.user_flags};
+  for (size_t k = 0; k < std::size(fields); ++k)
+    for (size_t i = 0; i < 16; ++i) (*fields[k])[i] = static_cast<uint8_t>(first + k * step + i);
+}
+
+// Attributes with every field set: the 8 bytes of `signature`, `major`, the
+// compat, incompat and ro_compat features, and fill_ids(first, step).
+inline rpmem::PoolAttr full_attr(const char *signature, uint32_t major,
+                                 const std::array<uint32_t, 3> &features, uint8_t first,
+                                 uint8_t step) {
+  rpmem::PoolAttr a;
+  std::memcpy(a.signature.data(), signature, 8);
+  a.major = major;
+  a.compat_features = features[0];
+  a.incompat_features = features[1];
+  a.ro_compat_features = features[2];
+  fill_ids(a, first, step);
   return a;
 }
 
