@@ -36,7 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     encode(*h, out);
     auto again = decode_lane_hello(out);
     check(again && again->lane == h->lane && again->nlanes == h->nlanes &&
-          again->secret == h->secret && h->lane < h->nlanes);
+          again->epoch == h->epoch && again->proof == h->proof && h->lane < h->nlanes);
   }
   const size_t pool_size = (static_cast<size_t>(selector) + 1) << (selector & 31);
   while (in.size() >= kDataReplySize) {
