@@ -14,27 +14,9 @@
 namespace rpmemd {
 namespace {
 
-// Those of persistent memory (persister_fsdax.cc) but the names.
-constexpr MediumTraits kCxlFsdax{
-    .name = "cxl",
-    .noun = "CXL persistent memory (fsdax)",
-    .description = "CXL persistent memory (fsdax)",
-    .flush = "pmem_persist",
-    .nic_writes = true,
-    .waits_for_device = false,
-    .apm_sound = true,
-    .visible_cheaper = false,
-};
-constexpr MediumTraits kCxlDevdax{
-    .name = "cxl",
-    .noun = "CXL persistent memory (devdax)",
-    .description = "CXL persistent memory (devdax)",
-    .flush = "pmem_persist",
-    .nic_writes = true,
-    .waits_for_device = false,
-    .apm_sound = true,
-    .visible_cheaper = false,
-};
+// Those of persistent memory but the names.
+constexpr MediumTraits kCxlFsdax = pmem_traits("cxl", "CXL persistent memory (fsdax)");
+constexpr MediumTraits kCxlDevdax = pmem_traits("cxl", "CXL persistent memory (devdax)");
 
 class CxlPersister final : public FsdaxPersister {
  public:

@@ -16,18 +16,7 @@
 namespace rpmemd {
 namespace {
 
-// Visible costs what persistent costs: a pmem_persist is a few cache-line
-// flushes.
-constexpr MediumTraits kFsdax{
-    .name = "pmem",
-    .noun = "persistent memory",
-    .description = "persistent memory",
-    .flush = "pmem_persist",
-    .nic_writes = true,
-    .waits_for_device = false,
-    .apm_sound = true,
-    .visible_cheaper = false,
-};
+constexpr MediumTraits kFsdax = pmem_traits("pmem", "persistent memory");
 
 }  // namespace
 

@@ -9,6 +9,23 @@
 
 namespace rpmemd {
 
+// The traits of persistent memory, under the names of a medium that is
+// persistent memory (fsdax, and CXL memory): a CPU flush makes stores
+// durable, a NIC may write into the pool, APM is sound, and visible costs
+// what persistent costs (a pmem_persist is a few cache-line flushes).
+constexpr MediumTraits pmem_traits(const char *name, const char *noun) noexcept {
+  return {
+      .name = name,
+      .noun = noun,
+      .description = noun,
+      .flush = "pmem_persist",
+      .nic_writes = true,
+      .waits_for_device = false,
+      .apm_sound = true,
+      .visible_cheaper = false,
+  };
+}
+
 class FsdaxPersister : public Persister {
  public:
   FsdaxPersister(uint8_t *base, size_t size) : base_(base), size_(size) {}
