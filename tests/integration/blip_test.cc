@@ -220,14 +220,16 @@ class Blip : public ::testing::Test {
 // nothing more: no call fails, every byte lands. A lost request or reply
 // costs its call milliseconds (a lane whose reply is late probes, protocol
 // 1.11, and TCP sends the lost segment again within a round trip), not
-// TCP's tail loss probe or timeout (200 ms at least), which with a loss
-// every few dozen calls takes most of the run: without probes, 2.7-3.4 s of
-// 4.3 s in calls of 150 ms or more, and 300-600 calls per lane; with them,
-// 0.2-1.1 s and about 3,500 calls. What is left is a lost retransmission
-// (or its acknowledgement) while TCP's recovery allows one segment in
-// flight: the probes behind it are not sent, and TCP's timeout ends it.
-// Half the run keeps the test clear of a busy machine's timing, and still
-// fails without probes (the benchmark, scripts/bench-lossy.sh, holds the
+// TCP's tail loss probe or timeout (200 ms at least). Without probes one
+// call in 25-40 waits that long (2.7-4 % of 400-700 calls per lane: nearly
+// all the run); with them about one in 1,000 (0.1 % of 4,000-7,000): a lost
+// retransmission (or its acknowledgement) while TCP's recovery allows one
+// segment in flight, which the probes queued behind it cannot reveal and
+// TCP's timeout ends. Those are rare events, a handful per lane in a run,
+// and the time one lane spends in them varies from run to run by more than
+// the probes change it (up to half the run); so the test counts them over
+// all lanes, as a share of the calls, which a busy machine makes fewer of,
+// not longer: under 1 % (the benchmark, scripts/bench-lossy.sh, holds the
 // goal's figures).
 TEST_F(Blip, ALossyLinkCostsMillisecondsAndLosesNothing) {
   RPMEMpool *rpp = create_over_ssh();
@@ -239,15 +241,21 @@ TEST_F(Blip, ALossyLinkCostsMillisecondsAndLosesNothing) {
   stop_streams();
   const auto ran = Clock::now() - start;
   ASSERT_TRUE(net_.heal());
+  uint64_t calls = 0, stalls = 0;
   for (unsigned lane = 0; lane < kLanes; ++lane) {
     const BlockWriter &s = *streams_[lane];
     EXPECT_EQ(s.err, 0) << "lane " << lane << ": " << s.msg;
     EXPECT_GT(s.calls, 0u) << "lane " << lane;
-    std::printf("lane %u: %llu calls, %.2f s of %.2f s in calls of %lld ms or more\n", lane,
-                static_cast<unsigned long long>(s.calls.load()), secs(s.stalled), secs(ran),
-                static_cast<long long>(BlockWriter::kStalled.count()));
-    EXPECT_LT(s.stalled, ran / 2) << "lane " << lane << ": lost packets left to TCP's timers";
+    std::printf("lane %u: %llu calls, %llu of %lld ms or more (%.2f s of %.2f s)\n", lane,
+                static_cast<unsigned long long>(s.calls.load()),
+                static_cast<unsigned long long>(s.stalls),
+                static_cast<long long>(BlockWriter::kStalled.count()), secs(s.stalled), secs(ran));
+    calls += s.calls;
+    stalls += s.stalls;
   }
+  EXPECT_GT(calls, 0u);
+  EXPECT_LT(stalls * 100, calls) << stalls << " of " << calls
+                                 << " calls waited for TCP's timers: lost packets left to them";
   expect_every_acknowledged_byte(rpp, "p.part0");
 }
 

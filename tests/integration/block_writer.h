@@ -4,8 +4,8 @@
 // persisted, or flushed and drained (every third), and every fifth read
 // back and compared with the local pool. It keeps its first failure (errno,
 // rpmem_errormsg() after the call that failed, when), how many calls
-// succeeded, the longest call and when it ended, and the time spent in calls
-// of kStalled or more.
+// succeeded, the longest call and when it ended, and how many calls took
+// kStalled or more and the time spent in them.
 #ifndef RPMEM_TESTS_INTEGRATION_BLOCK_WRITER_H
 #define RPMEM_TESTS_INTEGRATION_BLOCK_WRITER_H
 
@@ -53,7 +53,8 @@ class BlockWriter {
   Clock::time_point failed_at{};
   Clock::duration longest{};
   Clock::time_point longest_end{};
-  Clock::duration stalled{};  // in calls of kStalled or more
+  uint64_t stalls = 0;        // calls of kStalled or more
+  Clock::duration stalled{};  // in those calls
 
  private:
   void run(RPMEMpool *rpp, uint8_t *local, unsigned lane, size_t base, size_t blocks) {
@@ -92,7 +93,10 @@ class BlockWriter {
         return;
       }
       ++calls;
-      if (end - start >= kStalled) stalled += end - start;
+      if (end - start >= kStalled) {
+        ++stalls;
+        stalled += end - start;
+      }
       if (end - start > longest) {
         longest = end - start;
         longest_end = end;
