@@ -39,7 +39,9 @@ vm_start test-rdma "${1:-$top/build-dev}"
 #    own calls, the same for both transports).
 #  TlsPolicy.*: the TLS policy of the service's control channel (protocol
 #    versions, ciphers, names, CRLs), which no data transport touches; the
-#    service's sessions over verbs run in Service.*.
+#    service's sessions over verbs run in Service.*. For the same reason the
+#    service's refusals before any lane (no certificate, another CA's on
+#    either side, no pool set directory).
 #  ServiceCrowd.*, ServiceAtSoftLimit.*, ServiceFlood.*, ServiceWith*: crowds on the
 #    service's TCP control port and on tcp data ports, hundreds of pools:
 #    they test what the tcp side spends, and would not fit the guest's RAM
@@ -51,6 +53,7 @@ vm_start test-rdma "${1:-$top/build-dev}"
 #    the same whatever carries the lanes (ServiceStatus.ShowsWhatEachClient
 #    DidAndTheMetricsCountIt, the lanes' counters, runs).
 exclude='HostileDaemon\.|Stranger\.|NetCut\.|Blip\.|Service\.ARestart(WithSixtyFour|DuringWhichAnother)|ALaneThatComesBack|SealedLanes\.AReplayed|Reopen\.|Behind\.|RunAheadCut\.|TlsPolicy\.|ServiceCrowd\.|ServiceAtSoftLimit\.|ServiceFlood\.|ServiceWith'
+exclude+='|Service\.(ClientWithoutCertificate|ClientCertificateFromAnotherCa|ServiceCertificateFromAnotherCa|ClientWithoutAPoolSetDirectory)'
 exclude+='|Service\.(ReportsReadiness|TellsSystemd|TakesTheListeningSocket|ANotificationSocket)|ServiceStatus\.(BadRequests|CountsRefusals|TellsSystemd)|ServiceMetricsTcp\.|ServiceUnderSystemd\.|ServiceStatusGroup\.|RealSsh\.RemoveRuns|HostileClient\.RandomlyMutated'
 failed=()
 for pools in ${RPMEM_RDMA_POOLS:-tmpfs disk fsdax}; do
