@@ -34,9 +34,8 @@ vm_start test-rdma "${1:-$top/build-dev}"
 #    raw tcp peers (a recorded verbs connect request is VerbsLoop's).
 #  Reopen.*: the session token across faults, on the control channel.
 #  Behind.*: rpmemd's mark of a pool behind its master, with raw requests
-#    that offer tcp (the subject is the control channel); RunAheadCut.*: a
-#    network namespace, as NetCut.* (the catch-up writes through the lanes'
-#    own calls, the same for both transports).
+#    that offer tcp (the subject is the control channel). RunAheadCut.*
+#    runs: over verbs its link is the wire of VerbsCut.*.
 #  TlsPolicy.*: the TLS policy of the service's control channel (protocol
 #    versions, ciphers, names, CRLs), which no data transport touches; the
 #    service's sessions over verbs run in Service.*. For the same reason the
@@ -52,7 +51,7 @@ vm_start test-rdma "${1:-$top/build-dev}"
 #    ssh and mutated create requests: their subject is the control channel,
 #    the same whatever carries the lanes (ServiceStatus.ShowsWhatEachClient
 #    DidAndTheMetricsCountIt, the lanes' counters, runs).
-exclude='HostileDaemon\.|Stranger\.|NetCut\.|Blip\.|Service\.ARestart(WithSixtyFour|DuringWhichAnother)|ALaneThatComesBack|SealedLanes\.AReplayed|Reopen\.|Behind\.|RunAheadCut\.|TlsPolicy\.|ServiceCrowd\.|ServiceAtSoftLimit\.|ServiceFlood\.|ServiceWith'
+exclude='HostileDaemon\.|Stranger\.|NetCut\.|Blip\.|Service\.ARestart(WithSixtyFour|DuringWhichAnother)|ALaneThatComesBack|SealedLanes\.AReplayed|Reopen\.|Behind\.|TlsPolicy\.|ServiceCrowd\.|ServiceAtSoftLimit\.|ServiceFlood\.|ServiceWith'
 exclude+='|Service\.(ClientWithoutCertificate|ClientCertificateFromAnotherCa|ServiceCertificateFromAnotherCa|ClientWithoutAPoolSetDirectory)'
 exclude+='|Service\.(ReportsReadiness|TellsSystemd|TakesTheListeningSocket|ANotificationSocket)|ServiceStatus\.(BadRequests|CountsRefusals|TellsSystemd)|ServiceMetricsTcp\.|ServiceUnderSystemd\.|ServiceStatusGroup\.|RealSsh\.RemoveRuns|HostileClient\.RandomlyMutated'
 failed=()

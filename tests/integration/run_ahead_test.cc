@@ -8,9 +8,13 @@
 // its next open, from its first write, and until then no other client may
 // open the replica (ESTALE). The rules over fakes are in
 // tests/unit/librpmem/run_ahead_test.cc; the daemon's mark in
-// behind_test.cc.
+// behind_test.cc. Over verbs (RPMEM_TEST_TRANSPORT=verbs, the soft-RoCE VM
+// of scripts/test-rdma.sh) the link is a wire of soft-RoCE instead, cut
+// the same way (tests/rdma/roce_wire.h): rxe serves only the first network
+// namespace.
 #include "tests/integration/harness.h"
 #include "tests/integration/net_cut.h"
+#include "tests/rdma/roce_wire.h"
 #include "tests/sanitizers.h"
 
 #include <gtest/gtest.h>
@@ -29,6 +33,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <thread>
 #include <vector>
@@ -139,8 +144,17 @@ long long resent_bytes(const Target &t) {
 class RunAheadCut : public NetCut {
  protected:
   void SetUp() override {
-    NetCut::SetUp();
-    if (IsSkipped()) return;
+    if (verbs_only()) {
+      // rpmemd serves lanes on the wire's target end, the client's reach it
+      // across the wire (its control channel, the stand-in ssh's pipes, not).
+      ASSERT_TRUE(WirePair::up()) << "no wire pair of soft-RoCE devices (wire-pair.sh up)";
+      ns_ip_ = WirePair::kTarget;
+      set_env("FAKE_SSH_CONNECTION",
+              std::string(WirePair::kClient) + " 50000 " + WirePair::kTarget + " 22");
+    } else {
+      NetCut::SetUp();
+      if (IsSkipped()) return;
+    }
     target_.write_poolset("p.set", {{kBig, "p.part0"}}, "OPTION NOHDRS\n");
     state_ = target_.dir() + "/state";
     set_env("RPMEM_TIMEOUT", "1");
@@ -148,14 +162,27 @@ class RunAheadCut : public NetCut {
     set_env("RPMEM_STATE_DIR", state_);
   }
   void TearDown() override {
+    roce_cut_.reset();
     for (const char *v : {"RPMEM_ON_LOSS", "RPMEM_STATE_DIR", "RPMEM_OPEN_BEHIND"}) ::unsetenv(v);
     NetCut::TearDown();
+  }
+  // The link drops every packet both ways, until heal().
+  bool cut() {
+    if (!verbs_only()) return net_.cut(true);
+    roce_cut_.emplace();
+    return roce_cut_->on();
+  }
+  bool heal() {
+    if (!verbs_only()) return net_.heal();
+    roce_cut_.reset();
+    return true;
   }
   // The part file equals the pool.
   ::testing::AssertionResult replica_is(const uint8_t *pool) const {
     return same_bytes(target_.remote_pool({{kBig, "p.part0"}}, false).data(), pool, 0, kBig);
   }
   std::string state_;
+  std::optional<RoceCut> roce_cut_;
 };
 
 // A figure's knob: the environment's value of `name`, else `fallback`.
@@ -206,7 +233,7 @@ TEST_F(RunAheadCut, APartitionPastTheBoundFailsNoCallAndTheReplicaCatchesUpWithW
     }
   });
   std::this_thread::sleep_for(std::chrono::seconds(1));  // the counter in sync
-  ASSERT_TRUE(net_.cut(true));
+  ASSERT_TRUE(cut());
   const auto cut_at = Clock::now();
   uint64_t behind_calls = 0;
   Clock::duration slowest{};
@@ -228,7 +255,7 @@ TEST_F(RunAheadCut, APartitionPastTheBoundFailsNoCallAndTheReplicaCatchesUpWithW
       EXPECT_EQ(errno, ESTALE);
     }
   }
-  ASSERT_TRUE(net_.heal());
+  ASSERT_TRUE(heal());
   const auto healed = Clock::now();
   // The record is saved again when the pool reattaches (its new token),
   // and goes once it is in sync: the catch-up is between.
@@ -293,14 +320,14 @@ TEST_F(RunAheadCut, AClientKilledBehindKeepsOthersOffTheReplicaAndCatchesUpAtIts
   ::unsetenv("RPMEM_TEST_AHEAD_CHILD");
   ASSERT_EQ(rc, 0);
   ASSERT_TRUE(wait_for(dir + "/ready", std::chrono::seconds(60))) << target_.log_text();
-  ASSERT_TRUE(net_.cut(true));
+  ASSERT_TRUE(cut());
   touch(dir + "/cut");
   const bool behind = wait_for(dir + "/behind", std::chrono::seconds(60));
   ::kill(child, SIGKILL);
   int status = 0;
   ::waitpid(child, &status, 0);
   ASSERT_TRUE(behind) << "the child ended with " << status;
-  ASSERT_TRUE(net_.heal());
+  ASSERT_TRUE(heal());
   ASSERT_TRUE(has_record(state_));
   // Another client, with no record: the replica is behind, it may not open
   // it (its killed session's last rpmemd may still hold it a moment).

@@ -8,6 +8,7 @@
 #include "common/transport/transport.h"
 #include "common/transport/verbs/verbs_rdma.h"
 #include "common/transport/verbs/verbs_wire.h"
+#include "tests/rdma/roce_wire.h"
 #include "tests/recording_persister.h"
 #include "tests/sanitizers.h"
 
@@ -34,6 +35,8 @@ namespace rpmem::transport {
 namespace {
 
 using namespace std::chrono_literals;
+using rpmem_test::RoceCut;
+using rpmem_test::WirePair;
 using Clock = std::chrono::steady_clock;
 
 using rpmem_test::kUnderTsan;
@@ -514,46 +517,6 @@ TEST_F(VerbsLoop, SeveralLanesInParallelShareNothing) {
       EXPECT_TRUE(same(kHeader + l * (1 << 20) + static_cast<size_t>(i) * 4096, 4000))
           << "lane " << l << " write " << i;
 }
-
-// Two soft-RoCE devices joined by a veth wire (wire-pair.sh): between
-// them verbs traffic crosses the IP stack, where iptables can cut it, as
-// between two machines (on one device rxe loops it back inside). Set up
-// once and left up: removing an rxe device waits for every process that
-// has it open.
-struct WirePair {
-  static constexpr const char *kClient = "10.1.0.1";
-  static constexpr const char *kTarget = "10.1.0.2";
-  static bool up() { return std::system(RPMEM_WIRE_PAIR " up") == 0; }
-};
-
-// RoCE's packets (UDP 4791: the lanes' and rdma_cm's own) dropped as they
-// come in, as a network that loses them would: both ways, or only those
-// coming in on `dev` (WirePair's rpmwB: the client's to the target; rpmwA:
-// the target's to the client), from construction until heal() or the end
-// of the scope.
-class RoceCut {
- public:
-  explicit RoceCut(std::string dev = {}) : match_(dev.empty() ? "" : "-i " + dev + " ") {
-    on_ = run("-I");
-  }
-  ~RoceCut() { heal(); }
-  RoceCut(const RoceCut &) = delete;
-  RoceCut &operator=(const RoceCut &) = delete;
-  bool on() const { return on_; }
-  void heal() {
-    if (on_) run("-D");
-    on_ = false;
-  }
-
- private:
-  bool run(const char *op) const {
-    const std::string cmd =
-        std::string("iptables -w ") + op + " INPUT " + match_ + "-p udp --dport 4791 -j DROP";
-    return std::system(cmd.c_str()) == 0;
-  }
-  std::string match_;
-  bool on_ = false;
-};
 
 // A target of its own and its client's lanes across the wire, for the
 // tests that cut it (two of them: the direct path and the bounded one).
