@@ -64,9 +64,12 @@ bool Pool::catch_up() noexcept {
                    a.rec.pool_set.c_str(), static_cast<unsigned long long>(marked));
   report(proto::PoolSync::kResyncing, marked * kPage, 0, true);
   uint64_t bytes = 0, mismatched = 0, checked = 0;
+  Clock::duration proving{};
   for (unsigned round = 0; a.oos->count() > 0 && round < kRounds; ++round) {
     if (!copy_marked(bytes, false)) return false;
+    const auto t = Clock::now();
     if (a.reports && !verify_sent(mismatched, checked)) return false;
+    proving += Clock::now() - t;
     a.sent->clear(0, a.sent->pages());
   }
   // What the rounds left (pages the application writes all the time), with
@@ -90,15 +93,19 @@ bool Pool::catch_up() noexcept {
     }
   }
   report(proto::PoolSync::kInSync, 0, bytes, true);
-  const auto ms = static_cast<long long>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  const auto in_ms = [](Clock::duration d) {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  const long long ms = in_ms(Clock::now() - start);
   RPMEM_LOG_NOTICE(
       "%s: pool '%s' in sync again after %lld ms behind: %llu bytes sent again in %lld ms "
-      "(%.1f MB/s), %llu pages proved by the target's checksums, %llu of them sent once more",
+      "(%.1f MB/s), %llu pages proved by the target's checksums (in %lld ms of them), %llu of "
+      "them sent once more",
       a.rec.target.c_str(), a.rec.pool_set.c_str(), static_cast<long long>(behind),
       static_cast<unsigned long long>(bytes), ms,
       ms > 0 ? static_cast<double>(bytes) / 1e3 / static_cast<double>(ms) : 0.0,
-      static_cast<unsigned long long>(checked), static_cast<unsigned long long>(mismatched));
+      static_cast<unsigned long long>(checked), in_ms(proving),
+      static_cast<unsigned long long>(mismatched));
   return true;
 }
 
