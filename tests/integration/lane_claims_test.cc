@@ -23,10 +23,15 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "librpmem.h"
 
@@ -136,8 +141,32 @@ TEST_F(LaneClaims, AClaimThatShowsTheSecretOpensEpochZeroOnly) {
       << target_.log_text();
 }
 
-// Captures, on the loopback interface, the first lane hello sent to a data
-// port (a TCP payload of a hello's size that starts with its magic).
+// The local TCP ports of this process's sockets (over IPv4): its inodes in
+// /proc/self/fd, their ports in /proc/net/tcp.
+std::set<uint16_t> own_tcp_ports() {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const auto &e : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    const std::string link = std::filesystem::read_symlink(e.path(), ec).string();
+    if (!ec && link.rfind("socket:[", 0) == 0) inodes.insert(link.substr(8, link.size() - 9));
+  }
+  std::set<uint16_t> ports;
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the heading
+  while (std::getline(tcp, line)) {
+    std::istringstream in(line);
+    std::string slot, local, remote, state, queues, timer, retr, uid, timeout, inode;
+    in >> slot >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+    if (const auto colon = local.find(':'); colon != std::string::npos && inodes.count(inode))
+      ports.insert(static_cast<uint16_t>(std::stoul(local.substr(colon + 1), nullptr, 16)));
+  }
+  return ports;
+}
+
+// Captures, on the loopback interface, the lane hellos sent to data ports
+// (TCP payloads of a hello's size that start with its magic), and gives
+// the first that this process sent: tests beside it connect lanes too.
 // Needs CAP_NET_RAW.
 class HelloCapture {
  public:
@@ -165,10 +194,13 @@ class HelloCapture {
     if (thread_.joinable()) thread_.join();
     if (fd_ >= 0) ::close(fd_);
   }
-  // The hello and the port it went to, once one was seen.
+  // The hello this process sent and the port it went to, once one was seen.
   std::optional<std::pair<proto::Bytes, uint16_t>> hello() {
+    const std::set<uint16_t> own = own_tcp_ports();
     std::lock_guard lock(mu_);
-    return seen_;
+    for (const Seen &h : seen_)
+      if (own.count(h.from)) return std::make_pair(h.bytes, h.to);
+    return std::nullopt;
   }
 
  private:
@@ -189,16 +221,21 @@ class HelloCapture {
       if (len != proto::kLaneHelloSize || rpmem::wire::load_le(payload, 4) != proto::kLaneMagic)
         continue;
       std::lock_guard lock(mu_);
-      if (!seen_)
-        seen_.emplace(proto::Bytes(payload, payload + len),
-                      static_cast<uint16_t>(tcp[2] << 8 | tcp[3]));
+      if (seen_.size() < 1000)
+        seen_.push_back({proto::Bytes(payload, payload + len),
+                         static_cast<uint16_t>(tcp[0] << 8 | tcp[1]),
+                         static_cast<uint16_t>(tcp[2] << 8 | tcp[3])});
     }
   }
   int fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::mutex mu_;
-  std::optional<std::pair<proto::Bytes, uint16_t>> seen_;
+  struct Seen {
+    proto::Bytes bytes;
+    uint16_t from, to;  // ports
+  };
+  std::vector<Seen> seen_;
 };
 
 // librpmem's own hello, captured off the wire while it streams persists,
