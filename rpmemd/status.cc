@@ -142,14 +142,16 @@ std::string json_quantile(const LaneTotals &t, double q) {
   return format("%g", static_cast<double>(ns) / 1e9);
 }
 
+// A metric family's HELP and TYPE lines.
+void head(std::string &o, const char *name, const char *type, const char *help) {
+  o += format("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
 // The durability levels' metrics: bytes acknowledged at each level, by
 // client, and the age of the oldest visible byte not persistent yet.
 void render_levels(const StatusSnapshot &s, const std::map<std::string, LaneTotals> &by_client,
                    std::string &o) {
-  auto head = [&](const char *name, const char *type, const char *help) {
-    o += format("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-  };
-  head("rpmemd_bytes_acknowledged_total", "counter",
+  head(o, "rpmemd_bytes_acknowledged_total", "counter",
        "Bytes of persists and flushes acknowledged, by client and durability level.");
   for (const auto &[cn, t] : by_client) {
     o += format("rpmemd_bytes_acknowledged_total{client=\"%s\",level=\"persistent\"} %" PRIu64 "\n",
@@ -159,7 +161,7 @@ void render_levels(const StatusSnapshot &s, const std::map<std::string, LaneTota
   }
   int64_t oldest = 0;
   for (const auto &v : s.sessions) oldest = std::max(oldest, v.unpersisted_ns);
-  head("rpmemd_visible_unpersisted_seconds", "gauge",
+  head(o, "rpmemd_visible_unpersisted_seconds", "gauge",
        "Age of the oldest byte acknowledged visible and not persistent yet, over every session.");
   o += format("rpmemd_visible_unpersisted_seconds %.3f\n", static_cast<double>(oldest) / 1e9);
 }
@@ -167,8 +169,8 @@ void render_levels(const StatusSnapshot &s, const std::map<std::string, LaneTota
 // The persists' and drains' service times on the daemon, of every client,
 // as a histogram.
 void render_latency(const LaneTotals &all, std::string &o) {
-  o += "# HELP rpmemd_persist_seconds Time from a persist's or drain's request to its reply, on "
-       "the daemon.\n# TYPE rpmemd_persist_seconds histogram\n";
+  head(o, "rpmemd_persist_seconds", "histogram",
+       "Time from a persist's or drain's request to its reply, on the daemon.");
   uint64_t cumulative = 0;
   for (size_t i = 0; i < kLatencyBoundsNs.size(); ++i) {
     cumulative += all.latency[i];
@@ -186,8 +188,7 @@ void render_media(const StatusSnapshot &s, std::string &o) {
   std::map<std::string, uint64_t> media;
   for (const auto &v : s.sessions)
     if (v.open) ++media[v.pool.medium];
-  o += "# HELP rpmemd_pools_open Pools open, by the medium under them.\n"
-       "# TYPE rpmemd_pools_open gauge\n";
+  head(o, "rpmemd_pools_open", "gauge", "Pools open, by the medium under them.");
   for (const auto &[medium, n] : media)
     o += format("rpmemd_pools_open{medium=\"%s\"} %" PRIu64 "\n", label(medium).c_str(), n);
 }
@@ -221,16 +222,15 @@ void render_catch_up(const StatusSnapshot &s, std::string &o) {
   }
   states["behind"] += s.behind.size();
   for (const auto &b : s.behind) behind = std::max(behind, seconds(s.now_ns - b.since_ns));
-  o += "# HELP rpmemd_pools Pools, by whether they are in sync with their client's (behind: "
-       "with no session since its own ended, or its client says so).\n"
-       "# TYPE rpmemd_pools gauge\n";
+  head(o, "rpmemd_pools", "gauge",
+       "Pools, by whether they are in sync with their client's (behind: with no session since "
+       "its own ended, or its client says so).");
   for (const auto &[state, n] : states)
     o += format("rpmemd_pools{state=\"%s\"} %" PRIu64 "\n", state.c_str(), n);
-  o += "# HELP rpmemd_resync_bytes_left Bytes the clients catching up have left to send again.\n"
-       "# TYPE rpmemd_resync_bytes_left gauge\n";
+  head(o, "rpmemd_resync_bytes_left", "gauge",
+       "Bytes the clients catching up have left to send again.");
   o += format("rpmemd_resync_bytes_left %" PRIu64 "\n", left);
-  o += "# HELP rpmemd_behind_seconds How long the pool behind the longest has been so.\n"
-       "# TYPE rpmemd_behind_seconds gauge\n";
+  head(o, "rpmemd_behind_seconds", "gauge", "How long the pool behind the longest has been so.");
   o += format("rpmemd_behind_seconds %.3f\n", behind);
 }
 
@@ -355,16 +355,14 @@ std::string render_metrics(const StatusSnapshot &s) {
   for (const auto &[cn, t] : by_client) all += t;
 
   std::string o;
-  auto head = [&](const char *name, const char *type, const char *help) {
-    o += format("# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-  };
-  head("rpmemd_uptime_seconds", "gauge", "Seconds since the service started.");
+  head(o, "rpmemd_uptime_seconds", "gauge", "Seconds since the service started.");
   o += format("rpmemd_uptime_seconds %.3f\n", s.uptime_s);
-  head("rpmemd_sessions", "gauge", "Sessions being served.");
+  head(o, "rpmemd_sessions", "gauge", "Sessions being served.");
   o += format("rpmemd_sessions %zu\n", s.sessions.size());
-  head("rpmemd_sessions_started_total", "counter", "Sessions started since the service started.");
+  head(o, "rpmemd_sessions_started_total", "counter",
+       "Sessions started since the service started.");
   o += format("rpmemd_sessions_started_total %" PRIu64 "\n", s.sessions_started);
-  head("rpmemd_sessions_reopened_total", "counter",
+  head(o, "rpmemd_sessions_reopened_total", "counter",
        "Pools reopened by their session after a restart of the service, since this one started.");
   o += format("rpmemd_sessions_reopened_total %" PRIu64 "\n", s.sessions_reopened);
 
@@ -372,7 +370,7 @@ std::string render_metrics(const StatusSnapshot &s) {
   using Field = uint64_t LaneTotals::*;
   auto per_client = [&](const char *name, const char *help,
                         std::initializer_list<std::pair<const char *, Field>> fields) {
-    head(name, "counter", help);
+    head(o, name, "counter", help);
     for (const auto &[cn, t] : by_client)
       for (const auto &[op, field] : fields)
         o += format("%s{client=\"%s\"%s%s%s} %" PRIu64 "\n", name, label(cn).c_str(),
@@ -405,13 +403,13 @@ std::string render_metrics(const StatusSnapshot &s) {
 
   render_latency(all, o);
 
-  head("rpmemd_cap_used", "gauge", "What a cap counts now, by its config key.");
+  head(o, "rpmemd_cap_used", "gauge", "What a cap counts now, by its config key.");
   for (const auto &c : s.caps)
     o += format("rpmemd_cap_used{cap=\"%s\"} %" PRIu64 "\n", label(c.name).c_str(), c.used);
-  head("rpmemd_cap_max", "gauge", "A cap's bound, by its config key.");
+  head(o, "rpmemd_cap_max", "gauge", "A cap's bound, by its config key.");
   for (const auto &c : s.caps)
     o += format("rpmemd_cap_max{cap=\"%s\"} %" PRIu64 "\n", label(c.name).c_str(), c.max);
-  head("rpmemd_refusals_total", "counter", "Connections refused or dropped, by reason.");
+  head(o, "rpmemd_refusals_total", "counter", "Connections refused or dropped, by reason.");
   for (const auto &[why, n] : s.refusals)
     o += format("rpmemd_refusals_total{reason=\"%s\"} %" PRIu64 "\n", label(why).c_str(), n);
   return o;
