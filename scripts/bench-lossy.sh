@@ -37,9 +37,7 @@ for b in "$@"; do
 done
 . "$top/scripts/vm-lib.sh"
 vm_ready bench-lossy || exit 0
-
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+vm_tmp bench-lossy
 cat >"$tmp/guest.sh" <<'GUEST'
 #!/bin/bash
 set -euo pipefail

@@ -31,16 +31,19 @@ vm_verbs_build() {
   echo "$1: FAILED: $2 was built without the verbs provider (libibverbs-dev and librdmacm-dev; RPMEM_WITH_VERBS)"
   exit 1
 }
+# vm_tmp NAME: tmp, a new directory /tmp/rpmem-NAME.XXXXXX, removed on exit.
+vm_tmp() {
+  # shellcheck disable=SC2034 # used by the scripts that source this file
+  tmp=$(mktemp -d "/tmp/rpmem-$1.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+}
 # vm_start NAME BUILD_DIR: build, the physical path of BUILD_DIR; vm_ready
-# (exits 0 when it says no), vm_verbs_build; and tmp, a new directory
-# /tmp/rpmem-NAME.XXXXXX, removed on exit.
+# (exits 0 when it says no), vm_verbs_build; and vm_tmp.
 vm_start() {
   build=$(cd "$2" && pwd -P)
   vm_ready "$1" || exit 0
   vm_verbs_build "$1" "$build"
-  # shellcheck disable=SC2034 # used by the scripts that source this file
-  tmp=$(mktemp -d "/tmp/rpmem-$1.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
+  vm_tmp "$1"
 }
 # The integration tests whose subject is the pool's medium (the data path,
 # the pool files, the daemon's persist): what runs again with the pools on
