@@ -6,10 +6,10 @@
 #include "common/transport/tcp/tcp_initiator.h"
 
 #include "common/proto.h"
+#include "common/transport/tcp/socket_io.h"
 
 #include <gtest/gtest.h>
 
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -138,6 +138,7 @@ class LaneEnd {
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0) {
       client_ = fds[0];
       fd_ = fds[1];
+      EXPECT_FALSE(set_nonblocking(fd_, true));  // for recv_all's timeout
     }
   }
   ~LaneEnd() { ::close(fd_); }
@@ -148,32 +149,21 @@ class LaneEnd {
   // The next request header, within `ms`; nullopt when none came.
   std::optional<proto::DataRequest> request(int ms) {
     uint8_t hdr[proto::kDataRequestSize];
-    if (!take(hdr, sizeof(hdr), ms)) return std::nullopt;
+    if (recv_all(fd_, hdr, sizeof(hdr), ms)) return std::nullopt;
     auto req = proto::decode_data_request(hdr);
     if (req && proto::carries_payload(req->op)) {
       Bytes payload(req->length);
-      if (!take(payload.data(), payload.size(), ms)) return std::nullopt;
+      if (recv_all(fd_, payload.data(), payload.size(), ms)) return std::nullopt;
     }
     return req;
   }
   void reply(DataOp op) {
     uint8_t r[proto::kDataReplySize];
     proto::encode(proto::DataReply{0, op, 0}, r);
-    EXPECT_EQ(::send(fd_, r, sizeof(r), MSG_NOSIGNAL), static_cast<ssize_t>(sizeof(r)));
+    EXPECT_FALSE(send_all(fd_, r, sizeof(r), 2000));
   }
 
  private:
-  bool take(uint8_t *p, size_t n, int ms) {
-    while (n > 0) {
-      pollfd pf{fd_, POLLIN, 0};
-      if (::poll(&pf, 1, ms) != 1) return false;
-      const ssize_t r = ::recv(fd_, p, n, 0);
-      if (r <= 0) return false;
-      p += r;
-      n -= static_cast<size_t>(r);
-    }
-    return true;
-  }
   int client_ = -1, fd_ = -1;
 };
 
