@@ -427,6 +427,10 @@ int connect_from(const std::string &source, int port) {
   if (fd < 0) return -1;
   linger lg{1, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+  // The port is chosen at connect(), unique for its destination, not at
+  // bind() among the ports no socket of any destination holds.
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
   sockaddr_in a{};
   a.sin_family = AF_INET;
   ::inet_pton(AF_INET, source.c_str(), &a.sin_addr);
